@@ -1,0 +1,148 @@
+//! Brokers, subscriptions and publishers.
+
+use std::any::{Any, TypeId};
+use std::future::Future;
+use std::num::NonZeroU32;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use futures_core::Stream;
+
+use crate::{
+    Address, Capabilities, ConsumeError, Delivery, Message, PublishError, SubscribeError,
+};
+
+/// A boxed, sendable future.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The deliveries of a subscription as a stream.
+pub type DeliveryStream = Pin<Box<dyn Stream<Item = Result<Delivery, ConsumeError>> + Send>>;
+
+/// A connected broker: opens subscriptions and publishes.
+///
+/// Adapters implement it; each offers its own `connect`. Reconnection is the adapter's
+/// business: a subscription keeps yielding across a dropped connection.
+pub trait Broker: Send + Sync + 'static {
+    /// A short name for logs: `memory`, `redis`, `amqp`.
+    fn name(&self) -> &'static str;
+
+    /// Opens a subscription. The mount's [`Declaration`] comes along so that a broker
+    /// that dead-letters itself can apply it at start-up.
+    fn subscribe(&self, spec: SubscribeSpec) -> BoxFuture<'_, Result<Subscription, SubscribeError>>;
+
+    /// A publisher sharing this broker's connections.
+    fn publisher(&self) -> Arc<dyn Publish>;
+
+    /// Closes connections once in-flight settlements are done. Open subscriptions end.
+    fn close(&self) -> BoxFuture<'_, ()>;
+}
+
+/// Publishes messages to addresses.
+pub trait Publish: Send + Sync + 'static {
+    /// Publishes `message` to `to`; on failure the message comes back in the error.
+    fn publish(&self, to: Address, message: Message) -> BoxFuture<'_, Result<(), PublishError>>;
+}
+
+/// What the runtime asks of a broker when a mount starts.
+#[derive(Debug)]
+pub struct SubscribeSpec {
+    /// The address to consume from.
+    pub address: Address,
+    /// The mount's attempt cap and dead letter.
+    pub declaration: Declaration,
+    /// How many deliveries the runtime may hold at once (unsettled); adapters size
+    /// prefetch or credit from it unless an option of theirs says otherwise.
+    pub in_flight: usize,
+    /// Adapter-specific options (a Redis form, an AMQP credit), by type.
+    pub options: Options,
+}
+
+impl SubscribeSpec {
+    /// A spec for `address` with nothing declared and one delivery in flight.
+    pub fn new(address: impl Into<Address>) -> Self {
+        Self {
+            address: address.into(),
+            declaration: Declaration::default(),
+            in_flight: 1,
+            options: Options::default(),
+        }
+    }
+}
+
+/// What a mount declares about retries: the attempt cap, the dead letter and where
+/// retry copies go.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Declaration {
+    /// `max_attempts`: the first delivery is attempt 1.
+    pub max_attempts: Option<NonZeroU32>,
+    /// `dead_letter`: where spent deliveries are published as they arrived.
+    pub dead_letter: Option<Address>,
+    /// Where retry copies go; the subscription's own address when `None`.
+    pub retry_to: Option<Address>,
+}
+
+impl Declaration {
+    /// Whether a cap or a dead letter is declared.
+    pub fn is_declared(&self) -> bool {
+        self.max_attempts.is_some() || self.dead_letter.is_some()
+    }
+}
+
+/// An open subscription: its deliveries and what its form can do.
+pub struct Subscription {
+    /// The deliveries, in broker order. The stream ends when the broker closes.
+    pub deliveries: DeliveryStream,
+    /// What the form can do; the settlement decision reads it.
+    pub capabilities: Capabilities,
+}
+
+impl std::fmt::Debug for Subscription {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Subscription")
+            .field("capabilities", &self.capabilities)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Adapter-specific options, one value per type.
+///
+/// ```
+/// use ruststream_core::Options;
+///
+/// #[derive(Debug, PartialEq)]
+/// struct Credit(u32);
+///
+/// let mut options = Options::default();
+/// options.insert(Credit(64));
+/// assert_eq!(options.get::<Credit>(), Some(&Credit(64)));
+/// ```
+#[derive(Default)]
+pub struct Options(Vec<(TypeId, Arc<dyn Any + Send + Sync>)>);
+
+impl Options {
+    /// Sets the option of type `T`, replacing an earlier one.
+    pub fn insert<T: Any + Send + Sync>(&mut self, value: T) {
+        self.0.retain(|(id, _)| *id != TypeId::of::<T>());
+        self.0.push((TypeId::of::<T>(), Arc::new(value)));
+    }
+
+    /// The option of type `T`, if set.
+    pub fn get<T: Any + Send + Sync>(&self) -> Option<&T> {
+        self.0
+            .iter()
+            .find(|(id, _)| *id == TypeId::of::<T>())
+            .and_then(|(_, v)| v.downcast_ref())
+    }
+}
+
+impl Clone for Options {
+    fn clone(&self) -> Self {
+        Self(self.0.clone())
+    }
+}
+
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Options({} set)", self.0.len())
+    }
+}

@@ -1,0 +1,184 @@
+//! The settlement decision: one pure function from an outcome and the facts to a plan.
+//!
+//! This is the whole of the specification's §6. Adapters execute the [`Settlement`] of
+//! a plan; the runtime publishes its copy. Nobody re-decides.
+
+use std::time::Duration;
+
+use crate::{Address, Capabilities, Declaration, Delivery, Settlement};
+
+/// What the handler (or a failure policy) asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Verdict {
+    /// `ack()`: done.
+    Ack,
+    /// `drop()`: rejected.
+    Drop,
+    /// `retry()`: redeliver now.
+    Retry,
+    /// `retry_after(d)`: redeliver after `d`.
+    RetryAfter(Duration),
+}
+
+/// The facts about one delivery that the decision reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Facts {
+    /// The attempt number: the broker's count + 1 where the delivery counts, else
+    /// `x-ruststream-retry-count` + 1.
+    pub attempt: u32,
+    /// Whether this delivery carries the broker's own count.
+    pub counts: bool,
+}
+
+impl Facts {
+    /// The facts of `delivery` on a form with `capabilities`.
+    pub fn of(delivery: &Delivery, capabilities: &Capabilities) -> Self {
+        Self {
+            attempt: delivery.redelivery_count(),
+            counts: capabilities.counts && delivery.broker_attempt().is_some(),
+        }
+    }
+}
+
+/// What to do: maybe publish a copy, and what becomes of the original.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    /// A copy to publish. Without a delay it is published **before** the original is
+    /// settled (a crash leaves a duplicate, never a loss); with one, the original is
+    /// settled now and the copy published from the process when the delay is over.
+    pub copy: Option<Copy>,
+    /// What becomes of the original.
+    pub original: Original,
+}
+
+impl Plan {
+    fn only(original: Original) -> Self {
+        Self {
+            copy: None,
+            original,
+        }
+    }
+}
+
+/// A copy of the delivery to publish.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Copy {
+    /// Where it goes: the retry address or the dead letter.
+    pub to: Address,
+    /// `Some(n)`: a retry copy whose `x-ruststream-retry-count` is `n` (the attempt it
+    /// replaces), so the copy's attempt is `n + 1`. `None`: the delivery as it arrived
+    /// (a dead letter).
+    pub retry_count: Option<u32>,
+    /// Publish after this delay, from the process (lost if the process stops first).
+    pub delay: Option<Duration>,
+}
+
+/// What becomes of the original delivery.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Original {
+    /// Settle it now, this way.
+    Settle(Settlement),
+    /// Keep it unsettled for the delay, then settle it this way (a broker that counts
+    /// and dead-letters itself but has no delayed redelivery).
+    Hold(Duration, Settlement),
+    /// The form cannot settle the outcome asked: `AckError::Unsupported`, logged.
+    Unsupported,
+    /// Nothing to do: the form does not settle and a copy carries the retry.
+    Untouched,
+}
+
+/// Decides what to do with a delivery.
+///
+/// `own` is the subscription's address, where retry copies go unless the declaration
+/// names a retry address.
+///
+/// ```
+/// use std::num::NonZeroU32;
+/// use ruststream_core::{decide, Address, Capabilities, Declaration, Facts, Original, Settlement, Verdict};
+///
+/// let decl = Declaration { max_attempts: NonZeroU32::new(3), ..Declaration::default() };
+/// let own = Address::new("orders");
+/// let plan = decide(Verdict::Retry, Facts { attempt: 3, counts: false }, Capabilities::SETTLES, &decl, &own);
+/// // At the cap without a dead letter: rejected.
+/// assert_eq!(plan.original, Original::Settle(Settlement::Reject));
+/// assert!(plan.copy.is_none());
+/// ```
+pub fn decide(
+    verdict: Verdict,
+    facts: Facts,
+    caps: Capabilities,
+    decl: &Declaration,
+    own: &Address,
+) -> Plan {
+    let settle_or_unsupported = |s| {
+        if caps.settles {
+            Original::Settle(s)
+        } else {
+            Original::Unsupported
+        }
+    };
+    let remove = if caps.settles {
+        Original::Settle(Settlement::Remove)
+    } else {
+        Original::Untouched
+    };
+    let delay = match verdict {
+        Verdict::Ack => return Plan::only(settle_or_unsupported(Settlement::Accept)),
+        Verdict::Drop => return Plan::only(settle_or_unsupported(Settlement::Reject)),
+        Verdict::Retry => None,
+        Verdict::RetryAfter(d) => Some(d),
+    };
+
+    // A broker that dead-letters itself counts and moves spent deliveries on its own.
+    if caps.dead_letters && caps.requeues {
+        return Plan::only(match delay {
+            None => Original::Settle(Settlement::Requeue),
+            Some(d) if caps.delays => Original::Settle(Settlement::RequeueAfter(d)),
+            Some(d) => Original::Hold(d, Settlement::Requeue),
+        });
+    }
+
+    // The cap is checked before any retry; a dead letter without a cap takes every retry.
+    let at_cap = decl.max_attempts.is_some_and(|n| facts.attempt >= n.get());
+    if at_cap || (decl.max_attempts.is_none() && decl.dead_letter.is_some()) {
+        return match &decl.dead_letter {
+            Some(dead_letter) => Plan {
+                copy: Some(Copy {
+                    to: dead_letter.clone(),
+                    retry_count: None,
+                    delay: None,
+                }),
+                original: remove,
+            },
+            None => Plan::only(settle_or_unsupported(Settlement::Reject)),
+        };
+    }
+
+    let copy = |delay| {
+        Some(Copy {
+            to: decl.retry_to.clone().unwrap_or_else(|| own.clone()),
+            retry_count: Some(facts.attempt),
+            delay,
+        })
+    };
+    match delay {
+        Some(d) if caps.delays => Plan::only(Original::Settle(Settlement::RequeueAfter(d))),
+        Some(d) => Plan {
+            copy: copy(Some(d)),
+            original: remove,
+        },
+        None if !decl.is_declared() && caps.requeues => {
+            Plan::only(Original::Settle(Settlement::Requeue))
+        }
+        None if !decl.is_declared() && !caps.settles => Plan::only(Original::Unsupported),
+        None if decl.is_declared() && facts.counts => Plan::only(if caps.requeues {
+            Original::Settle(Settlement::Requeue)
+        } else {
+            Original::Unsupported
+        }),
+        None => Plan {
+            copy: copy(None),
+            original: remove,
+        },
+    }
+}

@@ -1,0 +1,146 @@
+//! One message received on a subscription, until it is settled.
+
+use std::fmt;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::{Acker, Address, Headers, Message, Settlement, Settling, Tag};
+
+/// A message received on a subscription, carrying what is needed to settle it.
+///
+/// Settling consumes the delivery, so it cannot be settled twice. A delivery dropped
+/// without settling stays with the broker as unsettled: it comes back when the
+/// consumer goes away (AMQP link detach, a Redis pending entry claimed or re-read).
+///
+/// ```
+/// use std::sync::Arc;
+/// use ruststream_core::{Acker, Address, Delivery, Headers, Message, Settlement, Settling, Tag};
+///
+/// struct Log;
+/// impl Acker for Log {
+///     fn settle(&self, tag: Tag, _: Message, s: Settlement) -> Settling {
+///         println!("{tag:?}: {s:?}");
+///         Settling::done(Ok(()))
+///     }
+/// }
+///
+/// # async fn demo() {
+/// let d = Delivery::new("hi".into(), Headers::new(), Address::new("q"), Tag::Seq(1), Arc::new(Log));
+/// assert_eq!(d.redelivery_count(), 1);
+/// d.settle(Settlement::Accept).await.unwrap();
+/// # }
+/// ```
+pub struct Delivery {
+    payload: Bytes,
+    headers: Headers,
+    address: Address,
+    broker_attempt: Option<u32>,
+    defect: Option<Arc<str>>,
+    tag: Tag,
+    acker: Arc<dyn Acker>,
+}
+
+impl Delivery {
+    /// A delivery of `payload` with `headers`, received on `address`, settled through
+    /// `acker` with `tag`.
+    pub fn new(
+        payload: Bytes,
+        headers: Headers,
+        address: Address,
+        tag: Tag,
+        acker: Arc<dyn Acker>,
+    ) -> Self {
+        Self {
+            payload,
+            headers,
+            address,
+            broker_attempt: None,
+            defect: None,
+            tag,
+            acker,
+        }
+    }
+
+    /// Records the broker's own attempt number for this delivery (first delivery = 1):
+    /// AMQP `delivery-count + 1`, the Redis pending-entries counter.
+    ///
+    /// Set it only where the broker really counts this delivery; a copy the runtime
+    /// published never carries one.
+    pub fn with_broker_attempt(mut self, attempt: u32) -> Self {
+        self.broker_attempt = Some(attempt.max(1));
+        self
+    }
+
+    /// Marks the delivery as not readable at the transport level (a truncated frame, a
+    /// stream entry without a payload field): the runtime applies the decode-failure
+    /// policy instead of running the handler.
+    pub fn with_defect(mut self, reason: impl Into<Arc<str>>) -> Self {
+        self.defect = Some(reason.into());
+        self
+    }
+
+    /// The payload bytes as received.
+    pub fn payload(&self) -> &Bytes {
+        &self.payload
+    }
+
+    /// The headers as received.
+    pub fn headers(&self) -> &Headers {
+        &self.headers
+    }
+
+    /// The address the delivery was received on.
+    pub fn address(&self) -> &Address {
+        &self.address
+    }
+
+    /// The broker's attempt number, where the broker counts this delivery.
+    pub fn broker_attempt(&self) -> Option<u32> {
+        self.broker_attempt
+    }
+
+    /// Why the delivery could not be read, if it could not.
+    pub fn defect(&self) -> Option<&str> {
+        self.defect.as_deref()
+    }
+
+    /// The attempt number, the first delivery being 1: the broker's own count where it
+    /// has one, else `x-ruststream-retry-count` + 1. Never both.
+    pub fn redelivery_count(&self) -> u32 {
+        match self.broker_attempt {
+            Some(attempt) => attempt,
+            None => self.headers.retry_count().saturating_add(1),
+        }
+    }
+
+    /// The message as it arrived: payload and headers, for a copy or a dead letter.
+    pub fn to_message(&self) -> Message {
+        Message {
+            payload: self.payload.clone(),
+            headers: self.headers.clone(),
+        }
+    }
+
+    /// Settles the delivery, consuming it.
+    pub fn settle(self, settlement: Settlement) -> Settling {
+        let message = Message {
+            payload: self.payload,
+            headers: self.headers,
+        };
+        self.acker.settle(self.tag, message, settlement)
+    }
+}
+
+impl fmt::Debug for Delivery {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Delivery")
+            .field("address", &self.address)
+            .field("tag", &self.tag)
+            .field("payload_len", &self.payload.len())
+            .field("headers", &self.headers)
+            .field("broker_attempt", &self.broker_attempt)
+            .field("defect", &self.defect)
+            .finish()
+    }
+}

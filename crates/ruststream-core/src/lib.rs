@@ -1,0 +1,31 @@
+//! The contract between ruststream's runtime and its broker adapters.
+//!
+//! An adapter implements [`Broker`] (subscriptions and a [`Publish`]er), hands out
+//! [`Delivery`]s with an [`Acker`] that carries out [`Settlement`]s, and declares its
+//! forms' [`Capabilities`]. The runtime decides what each handler outcome becomes with
+//! [`decide`], a pure function, and adapters execute its [`Plan`] without re-deciding.
+//!
+//! This crate has no runtime and no broker in it; it is all an adapter depends on.
+
+mod broker;
+mod capabilities;
+mod decision;
+mod delivery;
+mod error;
+mod headers;
+mod message;
+mod settlement;
+
+pub use broker::{
+    BoxFuture, Broker, Declaration, DeliveryStream, Options, Publish, SubscribeSpec, Subscription,
+};
+pub use capabilities::Capabilities;
+pub use decision::{Copy, Facts, Original, Plan, Verdict, decide};
+pub use delivery::Delivery;
+pub use error::{AckError, ConsumeError, PublishError, PublishErrorKind, SubscribeError};
+pub use headers::{
+    CONTENT_TYPE, CORRELATION_ID, HeaderName, HeaderValue, Headers, MESSAGE_ID, REPLY_TO,
+    RETRY_COUNT,
+};
+pub use message::{Address, Message};
+pub use settlement::{Acker, Settlement, Settling, Tag};
