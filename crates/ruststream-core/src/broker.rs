@@ -8,9 +8,7 @@ use std::sync::Arc;
 
 use futures_core::Stream;
 
-use crate::{
-    Address, Capabilities, ConsumeError, Delivery, Message, PublishError, SubscribeError,
-};
+use crate::{Address, Capabilities, ConsumeError, Delivery, Message, PublishError, SubscribeError};
 
 /// A boxed, sendable future.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -28,7 +26,8 @@ pub trait Broker: Send + Sync + 'static {
 
     /// Opens a subscription. The mount's [`Declaration`] comes along so that a broker
     /// that dead-letters itself can apply it at start-up.
-    fn subscribe(&self, spec: SubscribeSpec) -> BoxFuture<'_, Result<Subscription, SubscribeError>>;
+    fn subscribe(&self, spec: SubscribeSpec)
+    -> BoxFuture<'_, Result<Subscription, SubscribeError>>;
 
     /// A publisher sharing this broker's connections.
     fn publisher(&self) -> Arc<dyn Publish>;

@@ -70,6 +70,7 @@ pub struct Copy {
     /// (a dead letter).
     pub retry_count: Option<u32>,
     /// Publish after this delay, from the process (lost if the process stops first).
+    /// The original is then settled at once with [`Settlement::Reject`].
     pub delay: Option<Duration>,
 }
 
@@ -163,9 +164,15 @@ pub fn decide(
     };
     match delay {
         Some(d) if caps.delays => Plan::only(Original::Settle(Settlement::RequeueAfter(d))),
+        // The original goes now, as `rejected` (the seeds' AMQP `retry_after`; Redis
+        // `XACK` / `LREM`); the copy follows from the process after `d`.
         Some(d) => Plan {
             copy: copy(Some(d)),
-            original: remove,
+            original: if caps.settles {
+                Original::Settle(Settlement::Reject)
+            } else {
+                Original::Untouched
+            },
         },
         None if !decl.is_declared() && caps.requeues => {
             Plan::only(Original::Settle(Settlement::Requeue))

@@ -162,7 +162,9 @@ impl Headers {
 
     /// The first value set for `name`.
     pub fn get(&self, name: &str) -> Option<&HeaderValue> {
-        self.iter().find(|(n, _)| n.as_str() == name).map(|(_, v)| v)
+        self.iter()
+            .find(|(n, _)| n.as_str() == name)
+            .map(|(_, v)| v)
     }
 
     /// The first value set for `name`, if it is UTF-8 text.
@@ -195,7 +197,9 @@ impl Headers {
 
     /// The names and values in order.
     pub fn iter(&self) -> impl Iterator<Item = (&HeaderName, &HeaderValue)> {
-        self.entries.iter().flat_map(|e| e.iter().map(|(n, v)| (n, v)))
+        self.entries
+            .iter()
+            .flat_map(|e| e.iter().map(|(n, v)| (n, v)))
     }
 
     /// How many values there are.
@@ -234,7 +238,10 @@ impl fmt::Debug for Headers {
 
 impl<N: Into<HeaderName>, V: Into<HeaderValue>> FromIterator<(N, V)> for Headers {
     fn from_iter<I: IntoIterator<Item = (N, V)>>(iter: I) -> Self {
-        let entries: Vec<_> = iter.into_iter().map(|(n, v)| (n.into(), v.into())).collect();
+        let entries: Vec<_> = iter
+            .into_iter()
+            .map(|(n, v)| (n.into(), v.into()))
+            .collect();
         if entries.is_empty() {
             Self::new()
         } else {

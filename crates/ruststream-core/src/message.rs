@@ -44,6 +44,12 @@ impl From<&Address> for Address {
     }
 }
 
+impl std::borrow::Borrow<str> for Address {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
 impl AsRef<str> for Address {
     fn as_ref(&self) -> &str {
         &self.0

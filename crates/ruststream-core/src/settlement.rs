@@ -19,7 +19,9 @@ use crate::{AckError, Message};
 pub enum Settlement {
     /// Done with it: AMQP `accepted`, Redis `XACK` / `LREM`.
     Accept,
-    /// Refuse it: AMQP `rejected` (the broker's dead-letter policy decides), Redis `XACK` / `LREM`.
+    /// Refuse it: AMQP `rejected` (the broker's dead-letter policy decides), Redis `XACK` /
+    /// `LREM`. Also how the original of a delayed retry copy is taken out (the seeds'
+    /// AMQP `retry_after`).
     Reject,
     /// Give it back for redelivery, counting the attempt: AMQP
     /// `modified{delivery-failed}`, Redis claiming leaves it in the pending list.
@@ -27,8 +29,9 @@ pub enum Settlement {
     /// Give it back for redelivery after a delay, with the form's own delayed redelivery.
     /// Only asked of forms that declare [`Capabilities::delays`](crate::Capabilities::delays).
     RequeueAfter(Duration),
-    /// Take out an original that a copy replaces. Chosen so that it does not also set off
-    /// the broker's own dead-lettering: AMQP `accepted`, Redis `XACK` / `LREM`.
+    /// Take out an original that an immediate copy (a retry copy, a dead letter) replaces.
+    /// Chosen so that it does not also set off the broker's own dead-lettering: AMQP
+    /// `accepted`, Redis `XACK` / `LREM`.
     Remove,
 }
 

@@ -1,0 +1,303 @@
+//! A service: a broker, a router, shared state and hooks; started, run, stopped.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use ruststream_core::{Broker, SubscribeError, SubscribeSpec};
+use tokio::task::JoinSet;
+
+use crate::dispatch::{AfterSettle, Deferred, Runtime, Shutdown};
+use crate::extract::{AppContext, ExtractError};
+use crate::mount::Mount;
+use crate::publisher::Publisher;
+use crate::router::Router;
+use crate::settled::Settled;
+
+/// Why a service did not run to a clean stop.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    /// A handler cannot be called as mounted (its shared state is missing).
+    #[error("mount {address}: {source}")]
+    Mount {
+        /// The mount's address.
+        address: String,
+        /// What is wrong.
+        source: ExtractError,
+    },
+    /// The broker refused a subscription.
+    #[error("subscribe to {address}: {source}")]
+    Subscribe {
+        /// The mount's address.
+        address: String,
+        /// The broker's refusal.
+        source: SubscribeError,
+    },
+    /// A failure policy of `fail_fast` stopped the service.
+    #[error("stopped by fail_fast: {0}")]
+    FailFast(String),
+}
+
+type StartHook = Box<dyn FnOnce() + Send>;
+
+/// A service: handlers mounted on a broker's subscriptions.
+///
+/// ```no_run
+/// use ruststream::{App, Router, memory::MemoryBroker};
+///
+/// async fn greet(name: String) {
+///     println!("hello, {name}");
+/// }
+///
+/// # async fn run() -> Result<(), ruststream::RunError> {
+/// App::new(MemoryBroker::new())
+///     .router(Router::new().mount("greetings", greet))
+///     .run() // until SIGINT or SIGTERM
+///     .await
+/// # }
+/// ```
+pub struct App {
+    broker: Arc<dyn Broker>,
+    router: Router,
+    app: AppContext,
+    after_settle: Vec<AfterSettle>,
+    on_start: Vec<StartHook>,
+    on_stop: Vec<StartHook>,
+    grace: Duration,
+}
+
+impl App {
+    /// A service on `broker` with no routes.
+    pub fn new(broker: impl Broker) -> Self {
+        Self::with_broker(Arc::new(broker))
+    }
+
+    /// A service on a shared broker.
+    pub fn with_broker(broker: Arc<dyn Broker>) -> Self {
+        let publisher = Publisher::new(broker.publisher());
+        Self {
+            broker,
+            router: Router::new(),
+            app: AppContext::new(publisher),
+            after_settle: Vec::new(),
+            on_start: Vec::new(),
+            on_stop: Vec::new(),
+            grace: Duration::from_secs(30),
+        }
+    }
+
+    /// Adds the routes of `router`.
+    pub fn router(mut self, router: Router) -> Self {
+        self.router = self.router.merge(router);
+        self
+    }
+
+    /// Mounts one handler.
+    pub fn mount<H, M>(mut self, mount: impl Into<Mount>, handler: H) -> Self
+    where
+        H: crate::Handler<M>,
+        M: 'static,
+    {
+        self.router = self.router.mount(mount, handler);
+        self
+    }
+
+    /// Adds shared state, taken by handlers as [`State<S>`](crate::State).
+    pub fn state<S: Clone + Send + Sync + 'static>(mut self, state: S) -> Self {
+        self.app.insert_state(state);
+        self
+    }
+
+    /// Runs `hook` when the service has subscribed and starts handling.
+    pub fn on_start(mut self, hook: impl FnOnce() + Send + 'static) -> Self {
+        self.on_start.push(Box::new(hook));
+        self
+    }
+
+    /// Runs `hook` when the service has stopped handling, before the broker closes.
+    pub fn on_stop(mut self, hook: impl FnOnce() + Send + 'static) -> Self {
+        self.on_stop.push(Box::new(hook));
+        self
+    }
+
+    /// Runs `hook` after each settlement (keep it quick: it runs on the delivery path).
+    pub fn after_settle(mut self, hook: impl Fn(&Settled) + Send + Sync + 'static) -> Self {
+        self.after_settle.push(Arc::new(hook));
+        self
+    }
+
+    /// How long in-flight handlers may run on after a stop is asked (default 30 s);
+    /// what has not finished then stays unsettled for the broker to redeliver.
+    pub fn shutdown_timeout(mut self, grace: Duration) -> Self {
+        self.grace = grace;
+        self
+    }
+
+    /// A publisher for use outside handlers.
+    pub fn publisher(&self) -> Publisher {
+        self.app.publisher().clone()
+    }
+
+    /// Runs until SIGINT or SIGTERM (or a `fail_fast`), then stops gracefully.
+    pub async fn run(self) -> Result<(), RunError> {
+        self.run_until(stop_signal()).await
+    }
+
+    /// Runs until `signal` completes (or a `fail_fast`), then stops gracefully.
+    pub async fn run_until(self, signal: impl Future<Output = ()>) -> Result<(), RunError> {
+        let running = self.start().await?;
+        tokio::select! {
+            () = signal => {}
+            () = running.runtime.shutdown.wait() => {}
+        }
+        running.stop().await
+    }
+
+    /// Subscribes every mount and starts handling; the service runs until
+    /// [`Running::stop`].
+    pub async fn start(self) -> Result<Running, RunError> {
+        for (mount, endpoint) in &self.router.routes {
+            endpoint
+                .check(&self.app)
+                .map_err(|source| RunError::Mount {
+                    address: mount.address.to_string(),
+                    source,
+                })?;
+        }
+        let runtime = Arc::new(Runtime {
+            app: self.app,
+            publish: self.broker.publisher(),
+            after_settle: self.after_settle,
+            shutdown: Shutdown::default(),
+            deferred: Arc::new(Deferred::default()),
+            in_flight: AtomicUsize::new(0),
+        });
+        let mut subscriptions = Vec::with_capacity(self.router.routes.len());
+        for (mount, endpoint) in self.router.routes {
+            let spec = SubscribeSpec {
+                address: mount.address.clone(),
+                declaration: mount.declaration.clone(),
+                in_flight: mount.concurrency.in_flight(),
+                options: mount.options.clone(),
+            };
+            let subscription =
+                self.broker
+                    .subscribe(spec)
+                    .await
+                    .map_err(|source| RunError::Subscribe {
+                        address: mount.address.to_string(),
+                        source,
+                    })?;
+            subscriptions.push((mount, endpoint, subscription));
+        }
+        let mut tasks = JoinSet::new();
+        for (mount, endpoint, subscription) in subscriptions {
+            tracing::info!(address = %mount.address, broker = self.broker.name(), "mounted");
+            tasks.spawn(endpoint.serve(mount, subscription, runtime.clone()));
+        }
+        for hook in self.on_start {
+            hook();
+        }
+        Ok(Running {
+            broker: self.broker,
+            runtime,
+            tasks,
+            on_stop: self.on_stop,
+            grace: self.grace,
+        })
+    }
+}
+
+/// A started service.
+pub struct Running {
+    broker: Arc<dyn Broker>,
+    runtime: Arc<Runtime>,
+    tasks: JoinSet<()>,
+    on_stop: Vec<StartHook>,
+    grace: Duration,
+}
+
+impl Running {
+    /// Deliveries being handled right now.
+    pub fn in_flight(&self) -> usize {
+        self.runtime.in_flight.load(Ordering::Acquire)
+    }
+
+    /// Retry copies and held deliveries waiting for their delay in this process.
+    pub fn deferred(&self) -> usize {
+        self.runtime.deferred.pending()
+    }
+
+    /// Whether a stop was asked for (or a `fail_fast` happened).
+    pub fn is_stopping(&self) -> bool {
+        self.runtime.shutdown.is_triggered()
+    }
+
+    /// Completes when a stop is asked for (or a `fail_fast` happens).
+    pub async fn stopping(&self) {
+        self.runtime.shutdown.wait().await;
+    }
+
+    /// A publisher sharing the service's broker.
+    pub fn publisher(&self) -> Publisher {
+        self.runtime.app.publisher().clone()
+    }
+
+    /// Stops gracefully: takes no more deliveries, lets in-flight handlers finish
+    /// within the grace period and settles them, publishes waiting retry copies, closes
+    /// the broker. What did not finish in time stays unsettled.
+    pub async fn stop(mut self) -> Result<(), RunError> {
+        self.runtime.shutdown.trigger();
+        let drained = tokio::time::timeout(self.grace, async {
+            while self.tasks.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            tracing::warn!(
+                in_flight = self.in_flight(),
+                "grace period over: unfinished deliveries stay unsettled"
+            );
+            self.tasks.abort_all();
+            while self.tasks.join_next().await.is_some() {}
+        }
+        self.runtime.deferred.flush().await;
+        for hook in self.on_stop {
+            hook();
+        }
+        self.broker.close().await;
+        match self.runtime.shutdown.failure() {
+            Some(reason) => Err(RunError::FailFast(reason)),
+            None => Ok(()),
+        }
+    }
+}
+
+async fn stop_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) {
+            (Ok(mut interrupt), Ok(mut terminate)) => {
+                tokio::select! {
+                    _ = interrupt.recv() => {}
+                    _ = terminate.recv() => {}
+                }
+            }
+            _ => {
+                tracing::error!("cannot listen for SIGINT/SIGTERM; running until killed");
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}

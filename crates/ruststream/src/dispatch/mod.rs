@@ -1,0 +1,102 @@
+//! Running handlers over subscriptions: the per-mount loops.
+
+mod deferred;
+mod execute;
+mod shutdown;
+mod worker;
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
+
+use ruststream_core::{DeliveryStream, Publish};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+
+use crate::extract::AppContext;
+use crate::mount::Concurrency;
+use crate::settled::Settled;
+
+pub(crate) use deferred::Deferred;
+pub(crate) use shutdown::Shutdown;
+pub(crate) use worker::{Process, Worker};
+
+pub(crate) type AfterSettle = Arc<dyn Fn(&Settled) + Send + Sync>;
+
+/// What every loop of a running service shares.
+pub(crate) struct Runtime {
+    pub(crate) app: AppContext,
+    pub(crate) publish: Arc<dyn Publish>,
+    pub(crate) after_settle: Vec<AfterSettle>,
+    pub(crate) shutdown: Shutdown,
+    pub(crate) deferred: Arc<Deferred>,
+    pub(crate) in_flight: AtomicUsize,
+}
+
+/// Runs `worker` over `deliveries` with the mount's concurrency until the stream ends
+/// or the service stops.
+pub(crate) async fn serve<W: Process>(
+    worker: W,
+    mut deliveries: DeliveryStream,
+    concurrency: Concurrency,
+) {
+    let worker = Arc::new(worker);
+    match concurrency {
+        Concurrency::Sequential => {
+            let shutdown = &worker.runtime().shutdown;
+            while let Some(item) = shutdown.next(&mut deliveries).await {
+                if !worker.take(item).await {
+                    break;
+                }
+            }
+        }
+        Concurrency::Workers(n) => {
+            let deliveries = Arc::new(tokio::sync::Mutex::new(deliveries));
+            let mut tasks = JoinSet::new();
+            for _ in 0..n {
+                let worker = worker.clone();
+                let deliveries = deliveries.clone();
+                tasks.spawn(async move {
+                    loop {
+                        let item = {
+                            let mut stream = deliveries.lock().await;
+                            worker.runtime().shutdown.next(&mut stream).await
+                        };
+                        let Some(item) = item else { break };
+                        if !worker.take(item).await {
+                            break;
+                        }
+                    }
+                });
+            }
+            while tasks.join_next().await.is_some() {}
+        }
+        Concurrency::Lanes { lanes, key } => {
+            let mut tasks = JoinSet::new();
+            let mut senders = Vec::with_capacity(lanes);
+            for _ in 0..lanes {
+                let (tx, mut rx) = mpsc::channel(1);
+                senders.push(tx);
+                let worker = worker.clone();
+                tasks.spawn(async move {
+                    while let Some(item) = rx.recv().await {
+                        if !worker.take(item).await {
+                            break;
+                        }
+                    }
+                });
+            }
+            let shutdown = &worker.runtime().shutdown;
+            while let Some(item) = shutdown.next(&mut deliveries).await {
+                let lane = match &item {
+                    Ok(delivery) => (key(delivery) % senders.len() as u64) as usize,
+                    Err(_) => 0,
+                };
+                if senders[lane].send(item).await.is_err() {
+                    break;
+                }
+            }
+            drop(senders);
+            while tasks.join_next().await.is_some() {}
+        }
+    }
+}

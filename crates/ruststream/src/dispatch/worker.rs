@@ -1,0 +1,169 @@
+//! Handling one delivery: decode, call, apply a failure policy, settle, run hooks.
+
+use std::any::Any;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use futures_util::FutureExt;
+use ruststream_core::{Capabilities, ConsumeError, Delivery, Facts, decide};
+
+use super::Runtime;
+use super::execute::execute;
+use crate::extract::Context;
+use crate::handler::Handler;
+use crate::mount::Mount;
+use crate::outcome::Outcome;
+use crate::policy::Policy;
+use crate::settled::{Cause, Settled};
+
+/// One mount's handler with what it needs to settle.
+pub(crate) struct Worker<H, M> {
+    handler: H,
+    mount: Mount,
+    capabilities: Capabilities,
+    runtime: Arc<Runtime>,
+    marker: PhantomData<fn() -> M>,
+}
+
+/// Something that takes deliveries one at a time; `false` means stop.
+pub(crate) trait Process: Send + Sync + 'static {
+    fn runtime(&self) -> &Runtime;
+
+    fn take(&self, item: Result<Delivery, ConsumeError>) -> impl Future<Output = bool> + Send + '_;
+}
+
+impl<H: Handler<M>, M: 'static> Worker<H, M> {
+    pub(crate) fn new(
+        handler: H,
+        mount: Mount,
+        capabilities: Capabilities,
+        runtime: Arc<Runtime>,
+    ) -> Self {
+        Self {
+            handler,
+            mount,
+            capabilities,
+            runtime,
+            marker: PhantomData,
+        }
+    }
+
+    /// The outcome for `delivery`, or `None` when the service must stop (`fail_fast`).
+    async fn outcome(&self, delivery: &Delivery) -> Option<(Outcome, Cause)> {
+        if let Some(defect) = delivery.defect() {
+            return self.policy(self.mount.on_decode_error, Cause::Decode(defect.into()));
+        }
+        let cx = Context {
+            delivery,
+            codec: self.mount.codec,
+            app: &self.runtime.app,
+        };
+        let called = std::panic::catch_unwind(AssertUnwindSafe(|| self.handler.call(&cx)));
+        match called {
+            Err(panic) => self.policy(self.mount.on_panic, Cause::Panic(panic_message(&*panic))),
+            Ok(Err(error)) => {
+                self.policy(self.mount.on_decode_error, Cause::Decode(error.to_string()))
+            }
+            Ok(Ok(future)) => match AssertUnwindSafe(future).catch_unwind().await {
+                Ok(outcome) => Some((outcome, Cause::Handler)),
+                Err(panic) => {
+                    self.policy(self.mount.on_panic, Cause::Panic(panic_message(&*panic)))
+                }
+            },
+        }
+    }
+
+    fn policy(&self, policy: Policy, cause: Cause) -> Option<(Outcome, Cause)> {
+        match policy.outcome() {
+            Some(outcome) => {
+                tracing::warn!(address = %self.mount.address, ?cause, ?policy, "failure policy applied");
+                Some((outcome, cause))
+            }
+            None => {
+                let reason = match &cause {
+                    Cause::Decode(e) => {
+                        format!("payload on {} did not decode: {e}", self.mount.address)
+                    }
+                    Cause::Panic(e) => format!("handler on {} panicked: {e}", self.mount.address),
+                    Cause::Handler => format!("handler on {} failed", self.mount.address),
+                };
+                tracing::error!(%reason, "fail_fast: stopping the service; the delivery stays unsettled");
+                self.runtime.shutdown.fail(reason);
+                None
+            }
+        }
+    }
+
+    async fn handle(&self, delivery: Delivery) -> bool {
+        let Some((outcome, cause)) = self.outcome(&delivery).await else {
+            // fail_fast: the delivery is dropped unsettled for the broker to hand back.
+            return false;
+        };
+        let facts = Facts::of(&delivery, &self.capabilities);
+        let plan = decide(
+            outcome.verdict,
+            facts,
+            self.capabilities,
+            &self.mount.declaration,
+            delivery.address(),
+        );
+        if let Some(reply) = outcome.reply {
+            reply.send(&delivery, &self.mount, &self.runtime.app).await;
+        }
+        let address = delivery.address().clone();
+        let result = execute(delivery, &plan, &self.runtime).await;
+        if let Err(error) = &result {
+            tracing::warn!(%address, %error, "settlement failed; going on");
+        }
+        if outcome.after.is_none() && self.runtime.after_settle.is_empty() {
+            return true;
+        }
+        let settled = Settled {
+            address,
+            attempt: facts.attempt,
+            verdict: outcome.verdict,
+            cause,
+            plan,
+            result,
+        };
+        for hook in &self.runtime.after_settle {
+            hook(&settled);
+        }
+        if let Some(after) = outcome.after {
+            after(&settled).await;
+        }
+        true
+    }
+}
+
+impl<H: Handler<M>, M: 'static> Process for Worker<H, M> {
+    fn runtime(&self) -> &Runtime {
+        &self.runtime
+    }
+
+    async fn take(&self, item: Result<Delivery, ConsumeError>) -> bool {
+        match item {
+            Ok(delivery) => {
+                self.runtime.in_flight.fetch_add(1, Ordering::AcqRel);
+                let go_on = self.handle(delivery).await;
+                self.runtime.in_flight.fetch_sub(1, Ordering::AcqRel);
+                go_on
+            }
+            Err(error) => {
+                tracing::warn!(address = %self.mount.address, %error, "subscription reported an error");
+                true
+            }
+        }
+    }
+}
+
+fn panic_message(panic: &(dyn Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic".to_owned())
+}

@@ -1,0 +1,126 @@
+//! Handlers: plain `async fn`s over extractors and a payload.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context as TaskContext, Poll};
+
+use serde::de::DeserializeOwned;
+
+use crate::extract::{AppContext, Context, ExtractError, FromDelivery};
+use crate::outcome::{IntoOutcome, Outcome};
+
+/// A function that can handle deliveries.
+///
+/// Implemented for `async fn`s (and closures returning futures) of up to eight
+/// arguments: any number of [`FromDelivery`] extractors (headers, attempt, state,
+/// publisher…), then optionally the payload, decoded with the mount's codec into any
+/// `DeserializeOwned` type. The return value is anything [`IntoOutcome`]. `M` only
+/// tells the implementations apart; it is inferred.
+///
+/// ```
+/// use ruststream::{Attempt, Outcome, ack, retry};
+/// use serde::Deserialize;
+///
+/// #[derive(Deserialize)]
+/// struct Order { id: u64 }
+///
+/// async fn handle(Attempt(attempt): Attempt, order: Order) -> Outcome {
+///     if order.id == 0 && attempt < 3 { retry() } else { ack() }
+/// }
+/// # let _ = ruststream::Router::new().mount("orders", handle);
+/// ```
+pub trait Handler<M>: Clone + Send + Sync + 'static {
+    /// The future of one call.
+    type Future: Future<Output = Outcome> + Send + 'static;
+
+    /// Makes the arguments from `cx` and calls the function.
+    fn call(&self, cx: &Context<'_>) -> Result<Self::Future, ExtractError>;
+
+    /// Checks, when the service starts, that every argument can be made.
+    fn check(app: &AppContext) -> Result<(), ExtractError>;
+}
+
+pin_project_lite::pin_project! {
+    /// A handler's future, turned into an [`Outcome`].
+    pub struct OutcomeFuture<F> {
+        #[pin]
+        inner: F,
+    }
+}
+
+impl<F> Future for OutcomeFuture<F>
+where
+    F: Future,
+    F::Output: IntoOutcome,
+{
+    type Output = Outcome;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Outcome> {
+        self.project().inner.poll(cx).map(IntoOutcome::into_outcome)
+    }
+}
+
+/// Marks handlers whose arguments are all extractors.
+#[derive(Debug)]
+pub enum Extractors {}
+
+/// Marks handlers whose last argument is the payload.
+#[derive(Debug)]
+pub enum WithPayload {}
+
+macro_rules! handler {
+    ($($arg:ident),*) => {
+        #[allow(non_snake_case, unused_variables)]
+        impl<F, Fut, $($arg,)*> Handler<(Extractors, $($arg,)*)> for F
+        where
+            F: Fn($($arg),*) -> Fut + Clone + Send + Sync + 'static,
+            Fut: Future + Send + 'static,
+            Fut::Output: IntoOutcome,
+            $($arg: FromDelivery,)*
+        {
+            type Future = OutcomeFuture<Fut>;
+
+            fn call(&self, cx: &Context<'_>) -> Result<Self::Future, ExtractError> {
+                $(let $arg = $arg::from_delivery(cx)?;)*
+                Ok(OutcomeFuture { inner: self($($arg),*) })
+            }
+
+            fn check(app: &AppContext) -> Result<(), ExtractError> {
+                $($arg::check(app)?;)*
+                Ok(())
+            }
+        }
+
+        #[allow(non_snake_case, unused_variables)]
+        impl<F, Fut, $($arg,)* P> Handler<(WithPayload, $($arg,)* P)> for F
+        where
+            F: Fn($($arg,)* P) -> Fut + Clone + Send + Sync + 'static,
+            Fut: Future + Send + 'static,
+            Fut::Output: IntoOutcome,
+            $($arg: FromDelivery,)*
+            P: DeserializeOwned + Send + 'static,
+        {
+            type Future = OutcomeFuture<Fut>;
+
+            fn call(&self, cx: &Context<'_>) -> Result<Self::Future, ExtractError> {
+                $(let $arg = $arg::from_delivery(cx)?;)*
+                let payload: P = cx.codec.decode(cx.delivery.payload())?;
+                Ok(OutcomeFuture { inner: self($($arg,)* payload) })
+            }
+
+            fn check(app: &AppContext) -> Result<(), ExtractError> {
+                $($arg::check(app)?;)*
+                Ok(())
+            }
+        }
+    };
+}
+
+handler!();
+handler!(A1);
+handler!(A1, A2);
+handler!(A1, A2, A3);
+handler!(A1, A2, A3, A4);
+handler!(A1, A2, A3, A4, A5);
+handler!(A1, A2, A3, A4, A5, A6);
+handler!(A1, A2, A3, A4, A5, A6, A7);

@@ -1,0 +1,189 @@
+//! A mount: a subscription's address and what the service declares about it.
+
+use std::fmt;
+use std::num::NonZeroU32;
+use std::sync::Arc;
+
+use ruststream_core::{Address, Declaration, Delivery, Options};
+
+use crate::codec::Codec;
+use crate::policy::Policy;
+
+/// How many deliveries of one subscription are handled at once.
+#[derive(Clone)]
+pub enum Concurrency {
+    /// One at a time, in order (the default).
+    Sequential,
+    /// Up to `n` at once, in no particular order.
+    Workers(usize),
+    /// `n` ordered lanes: deliveries with the same key are handled one at a time in
+    /// order; different keys run concurrently.
+    Lanes {
+        /// How many lanes.
+        lanes: usize,
+        /// The key of a delivery; equal keys share a lane.
+        key: Arc<dyn Fn(&Delivery) -> u64 + Send + Sync>,
+    },
+}
+
+impl Concurrency {
+    /// How many deliveries can be held at once (unsettled) under this setting.
+    pub fn in_flight(&self) -> usize {
+        match self {
+            Self::Sequential => 1,
+            Self::Workers(n) => (*n).max(1),
+            Self::Lanes { lanes, .. } => lanes.max(&1) * 2 + 1,
+        }
+    }
+}
+
+impl fmt::Debug for Concurrency {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Sequential => f.write_str("Sequential"),
+            Self::Workers(n) => write!(f, "Workers({n})"),
+            Self::Lanes { lanes, .. } => write!(f, "Lanes({lanes})"),
+        }
+    }
+}
+
+/// A subscription's address and declaration: the attempt cap, the dead letter, the
+/// retry address, codec, concurrency, failure policies and adapter options.
+///
+/// ```
+/// use ruststream::{Mount, Policy};
+///
+/// let mount = Mount::new("orders")
+///     .max_attempts(3)
+///     .dead_letter("orders.dead")
+///     .on_decode_error(Policy::Skip)
+///     .workers(4);
+/// assert_eq!(mount.address().as_str(), "orders");
+/// ```
+#[derive(Debug, Clone)]
+pub struct Mount {
+    pub(crate) address: Address,
+    pub(crate) declaration: Declaration,
+    pub(crate) codec: Codec,
+    pub(crate) concurrency: Concurrency,
+    pub(crate) on_decode_error: Policy,
+    pub(crate) on_panic: Policy,
+    pub(crate) reply_to: Option<Address>,
+    pub(crate) options: Options,
+}
+
+impl Mount {
+    /// A mount on `address` with nothing declared.
+    pub fn new(address: impl Into<Address>) -> Self {
+        Self {
+            address: address.into(),
+            declaration: Declaration::default(),
+            codec: Codec::default(),
+            concurrency: Concurrency::Sequential,
+            on_decode_error: Policy::DECODE_DEFAULT,
+            on_panic: Policy::PANIC_DEFAULT,
+            reply_to: None,
+            options: Options::default(),
+        }
+    }
+
+    /// The address subscribed to.
+    pub fn address(&self) -> &Address {
+        &self.address
+    }
+
+    /// What is declared about retries.
+    pub fn declaration(&self) -> &Declaration {
+        &self.declaration
+    }
+
+    /// Caps the attempts: the first delivery is attempt 1; a retry at attempt `n` goes
+    /// to the dead letter, or is rejected without one. `0` is taken as `1`.
+    pub fn max_attempts(mut self, n: u32) -> Self {
+        self.declaration.max_attempts = Some(NonZeroU32::new(n).unwrap_or(NonZeroU32::MIN));
+        self
+    }
+
+    /// Where spent deliveries are published, as they arrived. Declared without a cap,
+    /// it takes every retry.
+    pub fn dead_letter(mut self, address: impl Into<Address>) -> Self {
+        self.declaration.dead_letter = Some(address.into());
+        self
+    }
+
+    /// Where retry copies go (default: the address the delivery arrived on). A pattern
+    /// subscription names its copies' address here.
+    pub fn retry_to(mut self, address: impl Into<Address>) -> Self {
+        self.declaration.retry_to = Some(address.into());
+        self
+    }
+
+    /// The codec of payloads (default: JSON).
+    pub fn codec(mut self, codec: Codec) -> Self {
+        self.codec = codec;
+        self
+    }
+
+    /// Handles up to `n` deliveries at once, unordered.
+    pub fn workers(mut self, n: usize) -> Self {
+        self.concurrency = Concurrency::Workers(n.max(1));
+        self
+    }
+
+    /// Handles deliveries in `lanes` ordered lanes by `key`.
+    pub fn lanes(
+        mut self,
+        lanes: usize,
+        key: impl Fn(&Delivery) -> u64 + Send + Sync + 'static,
+    ) -> Self {
+        self.concurrency = Concurrency::Lanes {
+            lanes: lanes.max(1),
+            key: Arc::new(key),
+        };
+        self
+    }
+
+    /// Handles deliveries in `lanes` ordered lanes keyed by a header's value.
+    pub fn lanes_by_header(self, lanes: usize, header: &'static str) -> Self {
+        self.lanes(lanes, move |d| {
+            use std::hash::{Hash, Hasher};
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            d.headers()
+                .get(header)
+                .map(|v| v.as_bytes())
+                .hash(&mut hasher);
+            hasher.finish()
+        })
+    }
+
+    /// The policy for payloads that do not decode (default: [`Policy::Drop`]).
+    pub fn on_decode_error(mut self, policy: Policy) -> Self {
+        self.on_decode_error = policy;
+        self
+    }
+
+    /// The policy for handlers that panic (default: [`Policy::FailFast`]).
+    pub fn on_panic(mut self, policy: Policy) -> Self {
+        self.on_panic = policy;
+        self
+    }
+
+    /// Where a handler's [`Reply`](crate::Reply) goes when the request has no
+    /// `reply-to` header.
+    pub fn reply_to(mut self, address: impl Into<Address>) -> Self {
+        self.reply_to = Some(address.into());
+        self
+    }
+
+    /// An adapter option (a Redis form, an AMQP credit…), by type.
+    pub fn option<T: std::any::Any + Send + Sync>(mut self, option: T) -> Self {
+        self.options.insert(option);
+        self
+    }
+}
+
+impl<T: Into<Address>> From<T> for Mount {
+    fn from(address: T) -> Self {
+        Self::new(address)
+    }
+}

@@ -1,0 +1,119 @@
+//! The router: handlers mounted on subscriptions.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use ruststream_core::{BoxFuture, Subscription};
+
+use crate::dispatch::{Runtime, Worker, serve};
+use crate::extract::{AppContext, ExtractError};
+use crate::handler::Handler;
+use crate::mount::Mount;
+
+/// Handlers mounted on subscriptions.
+///
+/// Generic where routes are added, stored type-erased: each route keeps its handler's
+/// concrete type inside, so handling a delivery costs no dynamic allocation.
+///
+/// ```
+/// use ruststream::{Mount, Router};
+///
+/// async fn audit(line: String) {
+///     println!("{line}");
+/// }
+///
+/// let router = Router::new()
+///     .mount("audit", audit)
+///     .mount(Mount::new("audit.eu").max_attempts(5), audit);
+/// assert_eq!(router.len(), 2);
+/// ```
+#[derive(Default)]
+pub struct Router {
+    pub(crate) routes: Vec<(Mount, Box<dyn Endpoint>)>,
+}
+
+impl Router {
+    /// An empty router.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Mounts `handler` on a subscription (an address, or a [`Mount`] with its
+    /// declaration).
+    pub fn mount<H, M>(mut self, mount: impl Into<Mount>, handler: H) -> Self
+    where
+        H: Handler<M>,
+        M: 'static,
+    {
+        self.routes.push((
+            mount.into(),
+            Box::new(Route {
+                handler,
+                marker: PhantomData,
+            }),
+        ));
+        self
+    }
+
+    /// Adds every route of `other`.
+    pub fn merge(mut self, other: Router) -> Self {
+        self.routes.extend(other.routes);
+        self
+    }
+
+    /// How many routes there are.
+    pub fn len(&self) -> usize {
+        self.routes.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.routes.is_empty()
+    }
+
+    /// The mounts, in the order they were added.
+    pub fn mounts(&self) -> impl Iterator<Item = &Mount> {
+        self.routes.iter().map(|(m, _)| m)
+    }
+}
+
+impl fmt::Debug for Router {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.mounts()).finish()
+    }
+}
+
+/// A stored route: runs its handler over a subscription.
+pub(crate) trait Endpoint: Send + Sync {
+    fn check(&self, app: &AppContext) -> Result<(), ExtractError>;
+
+    fn serve(
+        self: Box<Self>,
+        mount: Mount,
+        subscription: Subscription,
+        runtime: Arc<Runtime>,
+    ) -> BoxFuture<'static, ()>;
+}
+
+struct Route<H, M> {
+    handler: H,
+    marker: PhantomData<fn() -> M>,
+}
+
+impl<H: Handler<M>, M: 'static> Endpoint for Route<H, M> {
+    fn check(&self, app: &AppContext) -> Result<(), ExtractError> {
+        H::check(app)
+    }
+
+    fn serve(
+        self: Box<Self>,
+        mount: Mount,
+        subscription: Subscription,
+        runtime: Arc<Runtime>,
+    ) -> BoxFuture<'static, ()> {
+        let concurrency = mount.concurrency.clone();
+        let worker = Worker::new(self.handler, mount, subscription.capabilities, runtime);
+        Box::pin(serve(worker, subscription.deliveries, concurrency))
+    }
+}

@@ -1,0 +1,77 @@
+//! What hooks and `and_after` learn about a settled delivery.
+
+use ruststream_core::{AckError, Address, Plan, PublishError, Verdict};
+
+/// Why a delivery was settled the way it was.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Cause {
+    /// The handler's outcome.
+    Handler,
+    /// The decode-failure policy: the payload did not decode.
+    Decode(String),
+    /// The panic policy: the handler panicked.
+    Panic(String),
+}
+
+/// A settlement that did not go through.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SettleError {
+    /// The broker did not settle the original.
+    #[error("settlement failed: {0}")]
+    Ack(#[from] AckError),
+    /// A retry or dead-letter copy could not be published; the original was left
+    /// unsettled for the broker to redeliver.
+    #[error("copy not published: {0}")]
+    Copy(#[from] PublishError),
+}
+
+/// A delivery after settlement: what was asked, what was done, and whether the broker
+/// took it.
+#[derive(Debug)]
+pub struct Settled {
+    pub(crate) address: Address,
+    pub(crate) attempt: u32,
+    pub(crate) verdict: Verdict,
+    pub(crate) cause: Cause,
+    pub(crate) plan: Plan,
+    pub(crate) result: Result<(), SettleError>,
+}
+
+impl Settled {
+    /// The address the delivery arrived on.
+    pub fn address(&self) -> &Address {
+        &self.address
+    }
+
+    /// Its attempt number (first delivery = 1).
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// What the handler or the failure policy asked for.
+    pub fn verdict(&self) -> Verdict {
+        self.verdict
+    }
+
+    /// Whether the handler or a failure policy decided.
+    pub fn cause(&self) -> &Cause {
+        &self.cause
+    }
+
+    /// What the runtime did: the copy it published and the original's settlement.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// Whether the settlement went through.
+    pub fn is_ok(&self) -> bool {
+        self.result.is_ok()
+    }
+
+    /// The settlement's failure, if any.
+    pub fn error(&self) -> Option<&SettleError> {
+        self.result.as_ref().err()
+    }
+}
