@@ -59,3 +59,8 @@ pub use settled::{Cause, SettleError, Settled};
 
 pub use ruststream_core as core;
 pub use ruststream_core::{Address, Delivery, Headers, Message, Verdict};
+
+/// The README's example service, compiled as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
