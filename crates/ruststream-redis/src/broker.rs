@@ -1,0 +1,365 @@
+//! The broker: connections, subscriptions by form, the publisher.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use fred::clients::Pool;
+use fred::interfaces::{ClientLike, EventInterface, PubsubInterface};
+use fred::types::config::Config;
+use ruststream_core::{
+    Acker, Address, BoxFuture, Broker, Capabilities, Publish, SubscribeError, SubscribeSpec,
+    Subscription,
+};
+use tokio::sync::watch;
+
+use crate::acker::{ListAcker, NoAcker, StreamAcker, StreamMode};
+use crate::form::claiming::Claimer;
+use crate::form::list::ListReader;
+use crate::form::pubsub::PubSubReader;
+use crate::form::reliable::{AbortOnDrop, Consumer, ReliableReader};
+use crate::form::stream::{StreamReader, ensure_group};
+use crate::form::{self};
+use crate::keys::{Keys, default_consumer};
+use crate::options::{DelayedRetry, Form, Group, form_of};
+use crate::publisher::{RedisPublisher, Routes, Target};
+use crate::{ConnectError, client, delayed, url};
+
+/// Connection settings beyond the URL.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    key_prefix: String,
+    pool_size: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            key_prefix: String::new(),
+            pool_size: 2,
+        }
+    }
+}
+
+impl Settings {
+    /// Prepends `prefix` to every key and channel this broker uses (default: none).
+    pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.key_prefix = prefix.into();
+        self
+    }
+
+    /// How many connections settle and publish (default 2).
+    pub fn pool_size(mut self, size: usize) -> Self {
+        self.pool_size = size.max(1);
+        self
+    }
+}
+
+/// A Redis broker: a pool for settling and publishing, and a connection of its own for
+/// each subscription's blocking reads.
+#[derive(Clone)]
+pub struct RedisBroker {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: Config,
+    pool: Pool,
+    publisher: RedisPublisher,
+    closed: Arc<watch::Sender<bool>>,
+}
+
+impl std::fmt::Debug for RedisBroker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisBroker")
+            .field("server", &self.inner.config.server)
+            .field("key_prefix", &self.inner.publisher.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisBroker {
+    /// Connects to `url` (`redis://[user:password@]host[:port][/db]`, `rediss://` with
+    /// the `tls` feature) with the default settings.
+    pub async fn connect(url: &str) -> Result<Self, ConnectError> {
+        Self::connect_with(url, Settings::default()).await
+    }
+
+    /// Connects with `settings`.
+    pub async fn connect_with(url: &str, settings: Settings) -> Result<Self, ConnectError> {
+        let config = url::parse(url)?;
+        let pool = client::pool(&config, settings.pool_size)
+            .map_err(|e| ConnectError::BadUrl(e.details().to_owned()))?;
+        pool.init()
+            .await
+            .map_err(|e| ConnectError::Connect(e.to_string()))?;
+        let publisher = RedisPublisher {
+            pool: pool.clone(),
+            prefix: settings.key_prefix.into(),
+            routes: Arc::new(Routes::default()),
+        };
+        let (closed, _) = watch::channel(false);
+        Ok(Self {
+            inner: Arc::new(Inner {
+                config,
+                pool,
+                publisher,
+                closed: Arc::new(closed),
+            }),
+        })
+    }
+
+    /// Publishes to `address` as `target` from now on, whatever subscriptions say.
+    pub fn route(&self, address: impl Into<Address>, target: Target) {
+        self.inner.publisher.routes.route(address.into(), target);
+    }
+
+    /// The publisher, with [`RedisPublisher::publish_as`] for a one-off target.
+    pub fn redis_publisher(&self) -> RedisPublisher {
+        self.inner.publisher.clone()
+    }
+
+    /// Moves due copies (at most 128) from the delay queue of stream `address` back into
+    /// it, as every read of a `DurableZset` subscription does first. Returns how many
+    /// moved.
+    pub async fn move_delayed(&self, address: &str) -> Result<u64, fred::error::Error> {
+        let keys = self.keys(address);
+        delayed::move_due(
+            &self.inner.pool,
+            keys.main(),
+            &keys.delayed(),
+            delayed::MOVE_LIMIT,
+        )
+        .await
+    }
+
+    fn keys(&self, address: &str) -> Keys {
+        Keys::new(&self.inner.publisher.prefix, address)
+    }
+
+    async fn open(&self, spec: SubscribeSpec) -> Result<Subscription, SubscribeError> {
+        if *self.inner.closed.borrow() {
+            return Err(SubscribeError::Closed);
+        }
+        if spec.address.as_str().is_empty() {
+            return Err(SubscribeError::BadAddress("empty address".into()));
+        }
+        let count = spec.in_flight.clamp(1, 1000);
+        match form_of(&spec.options) {
+            Form::Stream(stream) => {
+                let durable = stream.delayed_retry == DelayedRetry::DurableZset;
+                let mut caps = Capabilities::SETTLES;
+                caps.delays = durable;
+                self.open_stream(spec, stream.group, None, durable, count, caps)
+                    .await
+            }
+            Form::Claiming(claiming) => {
+                if claiming.min_idle.is_zero() {
+                    return Err(SubscribeError::BadOption(
+                        "min_idle must be above zero".into(),
+                    ));
+                }
+                let caps = Capabilities {
+                    settles: true,
+                    requeues: true,
+                    counts: true,
+                    delays: true,
+                    dead_letters: false,
+                };
+                let claimer = Some(Claimer::new(claiming.min_idle));
+                self.open_stream(spec, claiming.group, claimer, false, count, caps)
+                    .await
+            }
+            Form::ReliableList(options) => {
+                let keys = self.keys(spec.address.as_str());
+                let consumer = Consumer {
+                    pool: self.inner.pool.clone(),
+                    keys: keys.clone(),
+                    name: options.consumer.unwrap_or_else(default_consumer),
+                    heartbeat: options.heartbeat,
+                };
+                consumer.recover(true).await.map_err(refused)?;
+                consumer.beat().await.map_err(refused)?;
+                consumer.recover(false).await.map_err(refused)?;
+                let processing = consumer.processing();
+                let acker: Arc<dyn Acker> = Arc::new(ListAcker {
+                    pool: self.inner.pool.clone(),
+                    processing: processing.as_str().into(),
+                });
+                let reader = ReliableReader {
+                    client: self.reader().await?,
+                    address: spec.address.clone(),
+                    key: keys.main().to_owned(),
+                    processing,
+                    block: options.block,
+                    count,
+                    acker,
+                    _heartbeat: AbortOnDrop(consumer.spawn_heartbeat()),
+                };
+                self.subscribed(&spec.address, Target::List);
+                Ok(self.subscription(reader, Capabilities::SETTLES))
+            }
+            Form::List(options) => {
+                let reader = ListReader {
+                    client: self.reader().await?,
+                    address: spec.address.clone(),
+                    key: self.keys(spec.address.as_str()).main().to_owned(),
+                    block: options.block,
+                    count,
+                    acker: Arc::new(NoAcker),
+                };
+                self.subscribed(&spec.address, Target::List);
+                Ok(self.subscription(reader, Capabilities::NONE))
+            }
+            Form::PubSub(_) => self.open_pubsub(spec, false, count).await,
+            Form::Pattern(_) => self.open_pubsub(spec, true, count).await,
+        }
+    }
+
+    async fn open_stream(
+        &self,
+        spec: SubscribeSpec,
+        group: Group,
+        claimer: Option<Claimer>,
+        durable: bool,
+        count: usize,
+        caps: Capabilities,
+    ) -> Result<Subscription, SubscribeError> {
+        let keys = self.keys(spec.address.as_str());
+        if group.group.is_empty() {
+            return Err(SubscribeError::BadOption("empty group name".into()));
+        }
+        ensure_group(
+            &self.inner.pool,
+            keys.main(),
+            &group.group,
+            group.start.as_id(),
+        )
+        .await
+        .map_err(refused)?;
+        let mode = match (&claimer, durable) {
+            (Some(_), _) => StreamMode::Claiming,
+            (None, true) => StreamMode::Durable(keys.delayed()),
+            (None, false) => StreamMode::Plain,
+        };
+        let acker: Arc<dyn Acker> = Arc::new(StreamAcker {
+            pool: self.inner.pool.clone(),
+            key: Bytes::copy_from_slice(keys.main().as_bytes()),
+            group: Bytes::copy_from_slice(group.group.as_bytes()),
+            mode,
+        });
+        let mut reader = StreamReader::new(
+            self.reader().await?,
+            self.inner.pool.clone(),
+            spec.address.clone(),
+            keys.main().to_owned(),
+            group.group,
+            group.consumer.unwrap_or_else(default_consumer),
+            group.block,
+            group.count.unwrap_or(count) as u64,
+            acker,
+        );
+        reader.claimer = claimer;
+        reader.delayed = durable.then(|| keys.delayed());
+        self.subscribed(&spec.address, Target::Stream(group.trim));
+        Ok(self.subscription(reader, caps))
+    }
+
+    async fn open_pubsub(
+        &self,
+        spec: SubscribeSpec,
+        pattern: bool,
+        count: usize,
+    ) -> Result<Subscription, SubscribeError> {
+        let channel = self.keys(spec.address.as_str()).main().to_owned();
+        let client = client::subscriber(&self.inner.config)
+            .await
+            .map_err(disconnected)?;
+        let resubscribe = client.manage_subscriptions();
+        let messages = client.message_rx();
+        let subscribed = if pattern {
+            client.psubscribe(channel).await
+        } else {
+            client.subscribe(channel).await
+        };
+        subscribed.map_err(refused)?;
+        let prefix = self.inner.publisher.prefix.clone();
+        let reader = PubSubReader {
+            client,
+            messages,
+            pattern_prefix: pattern.then_some(prefix),
+            address: spec.address.clone(),
+            count,
+            acker: Arc::new(NoAcker),
+            seq: 0,
+            _resubscribe: AbortOnDrop(resubscribe),
+        };
+        if pattern {
+            self.subscribed(&spec.address, Target::Pattern);
+        } else {
+            self.subscribed(&spec.address, Target::Channel);
+        }
+        if let Some(retry_to) = &spec.declaration.retry_to {
+            self.subscribed(retry_to, Target::Channel);
+        }
+        Ok(self.subscription(reader, Capabilities::NONE))
+    }
+
+    fn subscribed(&self, address: &Address, target: Target) {
+        self.inner
+            .publisher
+            .routes
+            .subscribed(address.clone(), target);
+    }
+
+    async fn reader(&self) -> Result<client::Reader, SubscribeError> {
+        client::reader(&self.inner.config)
+            .await
+            .map_err(disconnected)
+    }
+
+    fn subscription<R: form::Reader>(&self, reader: R, capabilities: Capabilities) -> Subscription {
+        Subscription {
+            deliveries: form::deliveries(reader, self.inner.closed.clone()),
+            capabilities,
+        }
+    }
+}
+
+fn refused(error: fred::error::Error) -> SubscribeError {
+    if crate::failure::is_connection(&error) {
+        SubscribeError::Disconnected(error.to_string())
+    } else {
+        SubscribeError::Refused(error.to_string())
+    }
+}
+
+fn disconnected(error: fred::error::Error) -> SubscribeError {
+    SubscribeError::Disconnected(error.to_string())
+}
+
+impl Broker for RedisBroker {
+    fn name(&self) -> &'static str {
+        "redis"
+    }
+
+    fn subscribe(
+        &self,
+        spec: SubscribeSpec,
+    ) -> BoxFuture<'_, Result<Subscription, SubscribeError>> {
+        Box::pin(self.open(spec))
+    }
+
+    fn publisher(&self) -> Arc<dyn Publish> {
+        Arc::new(self.inner.publisher.clone())
+    }
+
+    fn close(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            self.inner.closed.send_replace(true);
+            // Settlements already sent finish before QUIT is read by the server.
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            let _ = self.inner.pool.quit().await;
+        })
+    }
+}

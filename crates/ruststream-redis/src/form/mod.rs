@@ -1,0 +1,84 @@
+//! The subscription forms: each reads batches of deliveries from Redis; this module turns
+//! a reader into the runtime's delivery stream.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use ruststream_core::{ConsumeError, Delivery, DeliveryStream};
+use tokio::sync::watch;
+
+pub(crate) mod claiming;
+pub(crate) mod list;
+pub(crate) mod pubsub;
+pub(crate) mod reliable;
+pub(crate) mod stream;
+
+/// A form's reader: the next batch of deliveries, waiting at most about one `block`.
+pub(crate) trait Reader: Send + 'static {
+    /// Reads the next batch; an empty batch is fine (the block timed out).
+    fn read(&mut self) -> impl Future<Output = Result<Vec<Delivery>, ConsumeError>> + Send;
+}
+
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+struct State<R> {
+    reader: R,
+    buffer: VecDeque<Delivery>,
+    closed: watch::Receiver<bool>,
+    _open: Arc<watch::Sender<bool>>,
+    backoff: Duration,
+}
+
+/// The deliveries of `reader` until the broker closes. A failed read is reported as an
+/// error item; the next one is tried after a back-off (100 ms doubling to 5 s).
+pub(crate) fn deliveries<R: Reader>(reader: R, closed: Arc<watch::Sender<bool>>) -> DeliveryStream {
+    let state = State {
+        reader,
+        buffer: VecDeque::new(),
+        closed: closed.subscribe(),
+        _open: closed,
+        backoff: Duration::ZERO,
+    };
+    futures_util::stream::unfold(state, |mut state| async move {
+        loop {
+            if let Some(delivery) = state.buffer.pop_front() {
+                return Some((Ok(delivery), state));
+            }
+            if *state.closed.borrow() {
+                return None;
+            }
+            if !state.backoff.is_zero() {
+                let backoff = state.backoff;
+                tokio::select! {
+                    _ = state.closed.changed() => return None,
+                    () = tokio::time::sleep(backoff) => {}
+                }
+            }
+            let result = tokio::select! {
+                _ = state.closed.changed() => return None,
+                result = state.reader.read() => result,
+            };
+            match result {
+                Ok(batch) => {
+                    state.backoff = Duration::ZERO;
+                    state.buffer.extend(batch);
+                }
+                Err(error) => {
+                    state.backoff = (state.backoff * 2).clamp(FIRST_BACKOFF, MAX_BACKOFF);
+                    tracing::warn!(%error, "redis subscription read failed");
+                    return Some((Err(error), state));
+                }
+            }
+        }
+    })
+    .boxed()
+}
+
+/// A read error from the client.
+pub(crate) fn consume_error(context: &str, error: &fred::error::Error) -> ConsumeError {
+    ConsumeError(format!("{context}: {error}"))
+}
