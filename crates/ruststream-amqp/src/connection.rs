@@ -1,0 +1,180 @@
+//! The shared connection, and reconnection with back-off.
+//!
+//! Every subscription and the publisher begin their sessions here. When a session
+//! cannot begin on the current connection (the broker restarted, the socket dropped, the
+//! peer went silent past the idle timeout), the connection is opened again, retrying
+//! with a back-off that doubles from `backoff_min` to `backoff_max`, until it succeeds or
+//! the broker is closed. Concurrent callers wait for the same reconnection.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use fe2o3_amqp::connection::ConnectionHandle;
+use fe2o3_amqp::sasl_profile::SaslProfile;
+use fe2o3_amqp::session::SessionHandle;
+use fe2o3_amqp::{Connection, Session};
+use tokio::sync::{Mutex, watch};
+
+use crate::error::ConnectError;
+use crate::options::ConnectOptions;
+use crate::transport::{Patched, connect_tcp};
+use crate::url::BrokerUrl;
+
+const OPEN_TIMEOUT: Duration = Duration::from_secs(10);
+const BEGIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+static CONNECTIONS: AtomicU64 = AtomicU64::new(0);
+
+/// A container id unique to this process and connector.
+fn container_id() -> String {
+    let n = CONNECTIONS.fetch_add(1, Ordering::Relaxed);
+    let t = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() % 1_000_000_000)
+        .unwrap_or(0);
+    format!("ruststream-{}-{t:09}-{n}", std::process::id())
+}
+
+/// Opens connections and sessions; reconnects when asked to.
+#[derive(Debug)]
+pub(crate) struct Connector {
+    url: BrokerUrl,
+    pub(crate) options: ConnectOptions,
+    container_id: String,
+    state: Mutex<State>,
+    closed: watch::Sender<bool>,
+    links: AtomicU64,
+}
+
+#[derive(Debug)]
+struct State {
+    connection: Option<ConnectionHandle<()>>,
+}
+
+impl Connector {
+    /// Opens the first connection; fails at once if the broker cannot be reached.
+    pub(crate) async fn connect(
+        url: BrokerUrl,
+        options: ConnectOptions,
+    ) -> Result<Self, ConnectError> {
+        let container_id = options.container_id.clone().unwrap_or_else(container_id);
+        let connector = Self {
+            url,
+            options,
+            container_id,
+            state: Mutex::new(State { connection: None }),
+            closed: watch::Sender::new(false),
+            links: AtomicU64::new(0),
+        };
+        let connection = connector.open().await?;
+        connector.state.lock().await.connection = Some(connection);
+        Ok(connector)
+    }
+
+    /// The container id announced in the open frame.
+    pub(crate) fn container_id(&self) -> &str {
+        &self.container_id
+    }
+
+    /// A link name unique on this connector: `<container>-<kind>-<n>`.
+    pub(crate) fn link_name(&self, kind: &str) -> String {
+        let n = self.links.fetch_add(1, Ordering::Relaxed);
+        format!("{}-{kind}-{n}", self.container_id)
+    }
+
+    /// Watches for [`close`](Self::close).
+    pub(crate) fn closed(&self) -> watch::Receiver<bool> {
+        self.closed.subscribe()
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        *self.closed.borrow()
+    }
+
+    /// A new session. With `retry`, reconnects with back-off until it has one or the
+    /// broker is closed; without, one reconnection attempt.
+    pub(crate) async fn session(&self, retry: bool) -> Result<SessionHandle<()>, ConnectError> {
+        let mut state = self.state.lock().await;
+        let mut backoff = self.options.backoff_min;
+        let mut closed = self.closed();
+        loop {
+            if self.is_closed() {
+                return Err(ConnectError::Closed);
+            }
+            if let Some(connection) = state.connection.as_mut() {
+                match tokio::time::timeout(BEGIN_TIMEOUT, Session::begin(connection)).await {
+                    Ok(Ok(session)) => return Ok(session),
+                    Ok(Err(e)) => tracing::info!(error = %e, "amqp: session refused; reconnecting"),
+                    Err(_) => tracing::info!("amqp: session begin timed out; reconnecting"),
+                }
+                if let Some(mut old) = state.connection.take() {
+                    let _ = tokio::time::timeout(Duration::from_secs(1), old.close()).await;
+                }
+            }
+            match self.open().await {
+                Ok(connection) => {
+                    tracing::info!(container = %self.container_id, "amqp: connected");
+                    state.connection = Some(connection);
+                    backoff = self.options.backoff_min;
+                    continue;
+                }
+                Err(e) if !retry => return Err(e),
+                Err(e) => {
+                    tracing::warn!(error = %e, retry_in = ?backoff, "amqp: reconnect failed")
+                }
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(backoff) => {}
+                _ = closed.wait_for(|c| *c) => return Err(ConnectError::Closed),
+            }
+            backoff = (backoff * 2).min(self.options.backoff_max);
+        }
+    }
+
+    async fn open(&self) -> Result<ConnectionHandle<()>, ConnectError> {
+        let open = async {
+            let tcp = connect_tcp(&self.url.host, self.url.port).await?;
+            let hostname = self.url.vhost.as_ref().map(|v| format!("vhost:{v}"));
+            let sasl = match &self.url.credentials {
+                Some((user, pass)) => SaslProfile::Plain {
+                    username: user.clone(),
+                    password: pass.clone(),
+                },
+                None => SaslProfile::Anonymous,
+            };
+            let idle = u32::try_from(self.options.idle_timeout.as_millis()).unwrap_or(u32::MAX);
+            let builder = Connection::builder()
+                .container_id(self.container_id.clone())
+                .scheme(self.url.scheme)
+                .hostname(hostname.as_deref())
+                .domain(Some(self.url.host.as_str()))
+                .idle_time_out(idle)
+                .sasl_profile(sasl);
+            let opened = if self.url.scheme == "amqps" {
+                // TLS wraps the socket inside fe2o3: the frame patch cannot see plain text.
+                builder.open_with_stream(tcp).await
+            } else {
+                builder.open_with_stream(Patched::new(tcp)).await
+            };
+            opened.map_err(|e| ConnectError::Open(e.to_string()))
+        };
+        tokio::time::timeout(OPEN_TIMEOUT, open)
+            .await
+            .map_err(|_| ConnectError::Open("timed out".into()))?
+    }
+
+    /// Marks the broker closed (sessions are refused from now on) and closes the
+    /// connection. Links should be closed first.
+    pub(crate) async fn close(&self) {
+        self.closed.send_replace(true);
+        let mut state = self.state.lock().await;
+        if let Some(mut connection) = state.connection.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(5), connection.close()).await;
+        }
+    }
+
+    /// Signals closing without waiting for the connection.
+    pub(crate) fn begin_close(&self) {
+        self.closed.send_replace(true);
+    }
+}

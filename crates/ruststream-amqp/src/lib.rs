@@ -1,0 +1,205 @@
+//! AMQP 1.0 adapter for ruststream, over the `fe2o3-amqp` client, made for RabbitMQ 4.
+//!
+//! [`AmqpBroker::connect`] opens a connection (`amqp://user:pass@host:port[/vhost]`,
+//! `amqps://` with the `tls` feature; SASL PLAIN with credentials, ANONYMOUS without) and
+//! implements [`ruststream_core::Broker`]: one receiving link per subscription, one
+//! sending link per address published to. Connections are re-opened with back-off when
+//! they drop, and every subscription re-attaches and goes on by itself.
+//!
+//! # Addresses
+//!
+//! An address starting with `/` is an AMQP node address as it is (RabbitMQ 4:
+//! `/queues/NAME`, `/exchanges/NAME/KEY`); a bare name is a queue (`orders` is
+//! `/queues/orders`).
+//!
+//! # Settlement
+//!
+//! At-least-once (the default) keeps each delivery unsettled until the runtime settles it:
+//!
+//! | settlement | disposition | the broker |
+//! |---|---|---|
+//! | `Accept` | `accepted` | the message leaves the queue |
+//! | `Reject` | `rejected` | its dead-letter policy decides |
+//! | `Requeue` | `modified{delivery-failed, !undeliverable-here}` | back to the queue, `delivery-count` + 1 (quorum queues) |
+//! | `Remove` | `accepted` | a copy replaced it: `accepted` does not also dead-letter it |
+//! | none | — | back to the queue when the link detaches |
+//!
+//! `RequeueAfter` is never asked: AMQP has no delayed redelivery, the runtime copies.
+//! With [`Settle::AtMostOnce`] deliveries come pre-settled and every settlement is
+//! `AckError::Unsupported`.
+//!
+//! Capabilities: at-least-once settles, requeues and counts (unless the queue does not
+//! count `modified`, see [`SubscribeOptions::counts`]), and dead-letters itself only when
+//! declared with [`SubscribeOptions::dead_letters`]; at-most-once can do none of it. A
+//! delivery's broker attempt is `delivery-count + 1` (plus the retry count of a copy)
+//! and is set only when the message has a header section.
+//!
+//! # Flow control
+//!
+//! Credit 256 by default ([`SubscribeOptions::credit`]); see the `credit` module notes
+//! in [`SubscribeOptions::credit`]: credit is granted again each time half of it has been
+//! settled, never letting the service hold more than the credit.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use ruststream_amqp::{AmqpBroker, SubscribeOptions};
+//! use ruststream_core::{Broker, Message, Settlement, SubscribeSpec};
+//! use futures_util::StreamExt;
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let broker = AmqpBroker::connect("amqp://guest:guest@127.0.0.1:5673").await?;
+//! broker.publisher().publish("orders".into(), Message::new("{}")).await?;
+//!
+//! let mut spec = SubscribeSpec::new("orders");
+//! spec.options.insert(SubscribeOptions::new().credit(64));
+//! let mut subscription = broker.subscribe(spec).await?;
+//! if let Some(Ok(delivery)) = subscription.deliveries.next().await {
+//!     delivery.settle(Settlement::Accept).await?;
+//! }
+//! broker.close().await;
+//! # Ok(()) }
+//! ```
+
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+mod acker;
+mod address;
+mod connection;
+mod credit;
+mod error;
+mod message;
+mod options;
+mod publisher;
+mod receiver;
+mod transport;
+mod url;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ruststream_core::{
+    BoxFuture, Broker, Capabilities, Publish, SubscribeError, SubscribeSpec, Subscription,
+};
+
+pub use address::amqp_address;
+pub use error::ConnectError;
+pub use options::{ConnectOptions, DEFAULT_CREDIT, Settle, SubscribeOptions};
+pub use publisher::AmqpPublisher;
+
+use connection::Connector;
+use receiver::LinkSpec;
+
+/// A connection to an AMQP 1.0 broker, implementing [`Broker`].
+#[derive(Debug)]
+pub struct AmqpBroker {
+    connector: Arc<Connector>,
+    publisher: Arc<AmqpPublisher>,
+    tasks: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+impl AmqpBroker {
+    /// Connects with default [`ConnectOptions`]; fails if the broker cannot be reached.
+    pub async fn connect(url: &str) -> Result<Self, ConnectError> {
+        Self::connect_with(url, ConnectOptions::default()).await
+    }
+
+    /// Connects with `options`.
+    pub async fn connect_with(url: &str, options: ConnectOptions) -> Result<Self, ConnectError> {
+        let url = url::BrokerUrl::parse(url)?;
+        let connector = Arc::new(Connector::connect(url, options).await?);
+        Ok(Self {
+            publisher: Arc::new(AmqpPublisher::new(connector.clone())),
+            connector,
+            tasks: std::sync::Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The container id this connection announced.
+    pub fn container_id(&self) -> &str {
+        self.connector.container_id()
+    }
+
+    /// The publisher, as its concrete type.
+    pub fn amqp_publisher(&self) -> &Arc<AmqpPublisher> {
+        &self.publisher
+    }
+
+    async fn open_subscription(&self, spec: SubscribeSpec) -> Result<Subscription, SubscribeError> {
+        if self.connector.is_closed() {
+            return Err(SubscribeError::Closed);
+        }
+        let options = spec
+            .options
+            .get::<SubscribeOptions>()
+            .copied()
+            .unwrap_or_default();
+        let options = match spec.options.get::<Settle>() {
+            Some(settle) => options.settle(*settle),
+            None => options,
+        };
+        let source = amqp_address(spec.address.as_str());
+        let at_least_once = options.settle == Settle::AtLeastOnce;
+        let counts = at_least_once && options.counts;
+        let capabilities = if at_least_once {
+            Capabilities {
+                settles: true,
+                requeues: true,
+                counts,
+                delays: false,
+                dead_letters: options.dead_letters,
+            }
+        } else {
+            Capabilities::NONE
+        };
+        let link = LinkSpec {
+            address: spec.address.clone(),
+            source,
+            settle: options.settle,
+            credit: options.credit,
+            counts,
+        };
+        let (subscription, task) =
+            receiver::subscribe(self.connector.clone(), link, capabilities).await?;
+        self.tasks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(task);
+        Ok(subscription)
+    }
+}
+
+impl Broker for AmqpBroker {
+    fn name(&self) -> &'static str {
+        "amqp"
+    }
+
+    fn subscribe(
+        &self,
+        spec: SubscribeSpec,
+    ) -> BoxFuture<'_, Result<Subscription, SubscribeError>> {
+        Box::pin(self.open_subscription(spec))
+    }
+
+    fn publisher(&self) -> Arc<dyn Publish> {
+        self.publisher.clone()
+    }
+
+    fn close(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            // Links send the settlements queued so far, then close; then the connection.
+            self.connector.begin_close();
+            let tasks: Vec<_> = std::mem::take(
+                &mut *self
+                    .tasks
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner),
+            );
+            for task in tasks {
+                let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+            }
+            self.publisher.close().await;
+            self.connector.close().await;
+        })
+    }
+}

@@ -1,0 +1,147 @@
+//! Options: per subscription (read from `SubscribeSpec::options`) and per connection.
+
+use std::time::Duration;
+
+/// The default link credit of a subscription (SPEC §3).
+pub const DEFAULT_CREDIT: u32 = 256;
+
+/// How a subscription settles.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Settle {
+    /// Deliveries stay unsettled until the handler's outcome becomes a disposition (default).
+    #[default]
+    AtLeastOnce,
+    /// The broker settles every delivery when it sends it (pre-settled); nothing can be
+    /// settled afterwards (`AckError::Unsupported`).
+    AtMostOnce,
+}
+
+/// Options of one AMQP subscription, put in `SubscribeSpec::options`.
+///
+/// ```
+/// use ruststream_amqp::{Settle, SubscribeOptions};
+/// use ruststream_core::SubscribeSpec;
+///
+/// let mut spec = SubscribeSpec::new("/queues/orders");
+/// spec.options.insert(SubscribeOptions::new().credit(64).counts(false));
+/// # let _ = Settle::AtMostOnce;
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SubscribeOptions {
+    pub(crate) credit: u32,
+    pub(crate) settle: Settle,
+    pub(crate) counts: bool,
+    pub(crate) dead_letters: bool,
+}
+
+impl Default for SubscribeOptions {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SubscribeOptions {
+    /// Credit 256, at-least-once, a counting queue, no broker-side dead-lettering.
+    pub const fn new() -> Self {
+        Self {
+            credit: DEFAULT_CREDIT,
+            settle: Settle::AtLeastOnce,
+            counts: true,
+            dead_letters: false,
+        }
+    }
+
+    /// The link credit: at most this many deliveries are unsettled (at-least-once) or
+    /// waiting to be taken (at-most-once) at a time. At least 1.
+    pub const fn credit(mut self, credit: u32) -> Self {
+        self.credit = if credit == 0 { 1 } else { credit };
+        self
+    }
+
+    /// At-least-once (default) or at-most-once.
+    pub const fn settle(mut self, settle: Settle) -> Self {
+        self.settle = settle;
+        self
+    }
+
+    /// Whether the queue counts `modified{delivery-failed}` in the header's
+    /// `delivery-count` (default `true`: quorum queues, ActiveMQ Artemis). Set `false`
+    /// for a RabbitMQ 4.0 classic queue or a stream, whose count stays 0: then a capped
+    /// `retry()` is carried by copies with `x-ruststream-retry-count`, and ends at the cap.
+    pub const fn counts(mut self, counts: bool) -> Self {
+        self.counts = counts;
+        self
+    }
+
+    /// Declares that the queue enforces the attempt cap and the dead letter itself (a
+    /// quorum queue with `x-delivery-limit` and a dead-letter exchange). Retries are then
+    /// always given back to the broker with `modified`, which moves spent deliveries.
+    pub const fn dead_letters(mut self, dead_letters: bool) -> Self {
+        self.dead_letters = dead_letters;
+        self
+    }
+}
+
+/// Options of a connection, for [`AmqpBroker::connect_with`](crate::AmqpBroker::connect_with).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConnectOptions {
+    pub(crate) idle_timeout: Duration,
+    pub(crate) container_id: Option<String>,
+    pub(crate) durable: bool,
+    pub(crate) backoff_min: Duration,
+    pub(crate) backoff_max: Duration,
+    pub(crate) publish_timeout: Duration,
+}
+
+impl Default for ConnectOptions {
+    fn default() -> Self {
+        Self {
+            idle_timeout: Duration::from_secs(30),
+            container_id: None,
+            durable: true,
+            backoff_min: Duration::from_millis(100),
+            backoff_max: Duration::from_secs(5),
+            publish_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+impl ConnectOptions {
+    /// Idle timeout 30 s, durable messages, back-off 100 ms to 5 s, publish timeout 10 s.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The idle timeout announced to the broker: a peer silent for longer is dead.
+    pub fn idle_timeout(mut self, timeout: Duration) -> Self {
+        self.idle_timeout = timeout;
+        self
+    }
+
+    /// The container id; by default `ruststream-<pid>-<n>`, unique per process and broker.
+    pub fn container_id(mut self, id: impl Into<String>) -> Self {
+        self.container_id = Some(id.into());
+        self
+    }
+
+    /// Whether published messages carry `durable = true` in their header section
+    /// (default): they survive a broker restart on a durable queue.
+    pub fn durable(mut self, durable: bool) -> Self {
+        self.durable = durable;
+        self
+    }
+
+    /// Reconnection back-off: starts at `min`, doubles up to `max`.
+    pub fn backoff(mut self, min: Duration, max: Duration) -> Self {
+        self.backoff_min = min.max(Duration::from_millis(1));
+        self.backoff_max = max.max(self.backoff_min);
+        self
+    }
+
+    /// How long a publish waits for the broker (reconnection included) before handing
+    /// the message back in a `PublishError`.
+    pub fn publish_timeout(mut self, timeout: Duration) -> Self {
+        self.publish_timeout = timeout;
+        self
+    }
+}

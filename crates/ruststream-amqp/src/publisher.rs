@@ -1,0 +1,214 @@
+//! Publishing: one sending link per address, on a session of the broker's connection.
+//!
+//! A publish waits for the broker's outcome (`accepted`), so a copy the runtime
+//! publishes before removing an original is in the queue when `publish` returns. The
+//! link's lock is held only while the transfer is queued, not while the outcome comes
+//! back, so concurrent publishes to one address are pipelined. When the connection is
+//! lost, the publish re-attaches (reconnecting) and tries again until the publish
+//! timeout; then the message comes back in the `PublishError`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use fe2o3_amqp::link::delivery::Sendable;
+use fe2o3_amqp::link::{SendError, Sender, SenderAttachError};
+use fe2o3_amqp::session::SessionHandle;
+use fe2o3_amqp_types::definitions::SenderSettleMode;
+use fe2o3_amqp_types::messaging::{Data, Outcome};
+use ruststream_core::{Address, BoxFuture, Message, Publish, PublishError, PublishErrorKind};
+use tokio::sync::Mutex;
+
+use crate::address::amqp_address;
+use crate::connection::Connector;
+use crate::error::ConnectError;
+use crate::message::encode;
+
+/// The broker's publisher; cheap to share.
+#[derive(Debug)]
+pub struct AmqpPublisher {
+    connector: Arc<Connector>,
+    session: Mutex<Option<SessionHandle<()>>>,
+    links: std::sync::Mutex<HashMap<String, Arc<Mutex<Option<Sender>>>>>,
+}
+
+/// Why one attempt failed.
+enum Failure {
+    /// Worth another attempt once reconnected.
+    Retry(String),
+    /// Final.
+    Fail(PublishErrorKind),
+}
+
+impl AmqpPublisher {
+    pub(crate) fn new(connector: Arc<Connector>) -> Self {
+        Self {
+            connector,
+            session: Mutex::new(None),
+            links: std::sync::Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Publishes `message` to `to` and waits for the broker to accept it.
+    pub async fn send(&self, to: &Address, message: Message) -> Result<(), PublishError> {
+        let target = amqp_address(to.as_str());
+        let amqp = Sendable::builder()
+            .message(encode(&message, self.connector.options.durable))
+            .build();
+        let fail = |kind| PublishError {
+            address: to.to_string(),
+            kind,
+            message: message.clone(),
+        };
+        if self.connector.is_closed() {
+            return Err(fail(PublishErrorKind::Closed));
+        }
+        let deadline = tokio::time::Instant::now() + self.connector.options.publish_timeout;
+        let mut backoff = self.connector.options.backoff_min;
+        loop {
+            let attempt = tokio::time::timeout_at(deadline, self.attempt(&target, &amqp)).await;
+            let reason = match attempt {
+                Ok(Ok(())) => return Ok(()),
+                Ok(Err(Failure::Fail(kind))) => return Err(fail(kind)),
+                Ok(Err(Failure::Retry(reason))) => reason,
+                Err(_) => "timed out".to_owned(),
+            };
+            if self.connector.is_closed() {
+                return Err(fail(PublishErrorKind::Closed));
+            }
+            if tokio::time::Instant::now() >= deadline {
+                tracing::warn!(%to, %reason, "amqp: publish gave up");
+                return Err(fail(PublishErrorKind::Disconnected));
+            }
+            tracing::debug!(%to, %reason, "amqp: publish retrying");
+            tokio::time::sleep(backoff.min(deadline - tokio::time::Instant::now())).await;
+            backoff = (backoff * 2).min(self.connector.options.backoff_max);
+        }
+    }
+
+    fn link(&self, target: &str) -> Arc<Mutex<Option<Sender>>> {
+        let mut links = self
+            .links
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        links.entry(target.to_owned()).or_default().clone()
+    }
+
+    async fn attempt(&self, target: &str, amqp: &Sendable<Data>) -> Result<(), Failure> {
+        let link = self.link(target);
+        let delivery = {
+            let mut slot = link.lock().await;
+            if slot.is_none() {
+                *slot = Some(self.attach(target).await?);
+            }
+            let sender = slot.as_mut().ok_or(Failure::Retry("no link".into()))?;
+            match sender.send_batchable_ref(amqp).await {
+                Ok(delivery) => delivery,
+                Err(e) => {
+                    *slot = None;
+                    return Err(send_failure(e));
+                }
+            }
+        };
+        match delivery.await {
+            Ok(Outcome::Accepted(_)) => Ok(()),
+            Ok(Outcome::Rejected(r)) => Err(Failure::Fail(PublishErrorKind::Refused(format!(
+                "rejected: {:?}",
+                r.error.map(|e| e.condition)
+            )))),
+            Ok(Outcome::Released(_)) => Err(Failure::Fail(PublishErrorKind::Refused(
+                "released (unroutable)".into(),
+            ))),
+            Ok(other) => Err(Failure::Fail(PublishErrorKind::Refused(format!(
+                "outcome {other:?}"
+            )))),
+            Err(e) => {
+                // The link went away before the outcome: send again (a duplicate is
+                // possible, a loss is not).
+                *link.lock().await = None;
+                Err(send_failure(e))
+            }
+        }
+    }
+
+    async fn attach(&self, target: &str) -> Result<Sender, Failure> {
+        let mut session = self.session.lock().await;
+        for _ in 0..2 {
+            if session.is_none() {
+                let s = self.connector.session(false).await.map_err(|e| match e {
+                    ConnectError::Closed => Failure::Fail(PublishErrorKind::Closed),
+                    other => Failure::Retry(other.to_string()),
+                })?;
+                *session = Some(s);
+            }
+            let Some(s) = session.as_mut() else { continue };
+            let attached = Sender::builder()
+                .name(self.connector.link_name("pub"))
+                .target(target)
+                .sender_settle_mode(SenderSettleMode::Unsettled)
+                .attach(s)
+                .await;
+            match attached {
+                Ok(sender) => return Ok(sender),
+                Err(e) if is_refusal(&e) => {
+                    return Err(Failure::Fail(PublishErrorKind::BadAddress(format!(
+                        "{target}: {e}"
+                    ))));
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "amqp: publisher session lost");
+                    *session = None; // begin a new session (reconnecting) and try again
+                }
+            }
+        }
+        Err(Failure::Retry("attach failed".into()))
+    }
+
+    /// Closes the publisher's links and session.
+    pub(crate) async fn close(&self) {
+        let links: Vec<_> = {
+            let mut map = self
+                .links
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            map.drain().map(|(_, l)| l).collect()
+        };
+        for link in links {
+            if let Some(sender) = link.lock().await.take() {
+                let _ = tokio::time::timeout(Duration::from_secs(2), sender.close()).await;
+            }
+        }
+        if let Some(mut session) = self.session.lock().await.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(2), session.end()).await;
+        }
+    }
+}
+
+fn is_refusal(e: &SenderAttachError) -> bool {
+    // The broker answered the attach without a target (no such node) or detached it
+    // with an error: the address is wrong, trying again will not help.
+    matches!(
+        e,
+        SenderAttachError::TargetAddressIsNoneWhenDynamicIsTrue
+            | SenderAttachError::RemoteClosedWithError(_)
+    ) || e.to_string().contains("not-found")
+}
+
+fn send_failure(e: SendError) -> Failure {
+    match e {
+        SendError::MessageSizeExceeded(m) => Failure::Fail(PublishErrorKind::TooLarge {
+            size: usize::try_from(m.size).unwrap_or(usize::MAX),
+            limit: usize::try_from(m.max_size).unwrap_or(usize::MAX),
+        }),
+        SendError::MessageEncodeError => {
+            Failure::Fail(PublishErrorKind::Refused("message encoding failed".into()))
+        }
+        other => Failure::Retry(other.to_string()),
+    }
+}
+
+impl Publish for AmqpPublisher {
+    fn publish(&self, to: Address, message: Message) -> BoxFuture<'_, Result<(), PublishError>> {
+        Box::pin(async move { self.send(&to, message).await })
+    }
+}

@@ -1,0 +1,427 @@
+//! Subscriptions: one receiving link per subscription, driven by a task of its own.
+//!
+//! The task owns the fe2o3 `Receiver`. It waits on three things at once, in this order
+//! of priority: the broker closing, settlements from the [`AmqpAcker`], and new
+//! transfers. Settlements never wait for a transfer to arrive (`recv` is cancel-safe),
+//! and those that are queued together go out as ranged dispositions, one per outcome.
+//! When the link or the connection is lost, the task re-attaches (reconnecting with
+//! back-off) and the stream goes on; deliveries of the lost link come back from the
+//! broker, and settling one of them fails with `AckError::Disconnected`.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use fe2o3_amqp::link::delivery::DeliveryInfo;
+use fe2o3_amqp::link::receiver::CreditMode;
+use fe2o3_amqp::link::receiver::TerminalDeliveryState;
+use fe2o3_amqp::link::{Receiver, RecvError};
+use fe2o3_amqp::session::SessionHandle;
+use fe2o3_amqp_types::definitions::{ReceiverSettleMode, SenderSettleMode};
+use fe2o3_amqp_types::messaging::{Accepted, Body, Modified, Rejected};
+use fe2o3_amqp_types::primitives::Value;
+use futures_core::Stream;
+use ruststream_core::{Address, Capabilities, ConsumeError, Delivery, Subscription, Tag};
+use tokio::sync::{mpsc, watch};
+
+use crate::acker::{AmqpAcker, Command, Outcome, Unsettled};
+use crate::connection::Connector;
+use crate::credit::Credit;
+use crate::message::decode;
+use crate::options::Settle;
+
+/// At most this many queued settlements are handled before looking at transfers again.
+const SETTLE_BATCH: usize = 1024;
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
+
+type Item = Result<Delivery, ConsumeError>;
+
+/// What a subscription needs to (re)attach its link.
+#[derive(Debug, Clone)]
+pub(crate) struct LinkSpec {
+    /// The ruststream address, given to deliveries.
+    pub(crate) address: Address,
+    /// The AMQP source address.
+    pub(crate) source: String,
+    pub(crate) settle: Settle,
+    pub(crate) credit: u32,
+    /// Whether deliveries with a header section carry the broker's count.
+    pub(crate) counts: bool,
+}
+
+/// Attaches the link and starts its task.
+pub(crate) async fn subscribe(
+    connector: Arc<Connector>,
+    spec: LinkSpec,
+    capabilities: Capabilities,
+) -> Result<(Subscription, tokio::task::JoinHandle<()>), ruststream_core::SubscribeError> {
+    use ruststream_core::SubscribeError;
+    let mut session = connector.session(false).await.map_err(|e| match e {
+        crate::ConnectError::Closed => SubscribeError::Closed,
+        other => SubscribeError::Disconnected(other.to_string()),
+    })?;
+    let name = connector.link_name("sub");
+    let receiver = attach(&mut session, &name, &spec)
+        .await
+        .map_err(SubscribeError::Refused)?;
+    let (commands_tx, commands) = mpsc::unbounded_channel();
+    let (out, deliveries) = mpsc::unbounded_channel();
+    let link = Arc::new(AtomicU64::new(0));
+    let acker = Arc::new(AmqpAcker::new(
+        commands_tx.clone(),
+        link.clone(),
+        spec.settle == Settle::AtLeastOnce,
+    ));
+    let task = LinkTask {
+        closed: connector.closed(),
+        connector,
+        name,
+        credit: Credit::new(spec.credit),
+        spec: spec.clone(),
+        commands,
+        out,
+        acker,
+        link,
+    };
+    let handle = tokio::spawn(task.run(session, receiver));
+    let stream = DeliveryStream {
+        deliveries,
+        taken: (spec.settle == Settle::AtMostOnce).then(|| TakenCounter {
+            commands: commands_tx,
+            pending: 0,
+            every: (spec.credit / 2).max(1),
+        }),
+    };
+    Ok((
+        Subscription {
+            deliveries: Box::pin(stream),
+            capabilities,
+        },
+        handle,
+    ))
+}
+
+async fn attach(
+    session: &mut SessionHandle<()>,
+    name: &str,
+    spec: &LinkSpec,
+) -> Result<Receiver, String> {
+    let sender_mode = match spec.settle {
+        Settle::AtLeastOnce => SenderSettleMode::Unsettled,
+        Settle::AtMostOnce => SenderSettleMode::Settled,
+    };
+    let mut receiver = Receiver::builder()
+        .name(name)
+        .source(spec.source.as_str())
+        .sender_settle_mode(sender_mode)
+        .receiver_settle_mode(ReceiverSettleMode::First)
+        .credit_mode(CreditMode::Manual)
+        .auto_accept(false)
+        .attach(session)
+        .await
+        .map_err(|e| format!("attach to {} refused: {e}", spec.source))?;
+    receiver
+        .set_credit(spec.credit.max(1))
+        .await
+        .map_err(|e| format!("initial flow failed: {e}"))?;
+    Ok(receiver)
+}
+
+/// Why a link stopped.
+enum Stop {
+    /// The broker is closing: the link was closed cleanly.
+    Closed,
+    /// Nobody reads the stream any more.
+    Abandoned,
+    /// The link or its connection failed.
+    Lost(String),
+}
+
+enum Event {
+    Closing,
+    Abandoned,
+    Command(Option<Command>),
+    Received(Box<Result<fe2o3_amqp::link::delivery::Delivery<Body<Value>>, RecvError>>),
+}
+
+struct LinkTask {
+    connector: Arc<Connector>,
+    closed: watch::Receiver<bool>,
+    name: String,
+    spec: LinkSpec,
+    credit: Credit,
+    commands: mpsc::UnboundedReceiver<Command>,
+    out: mpsc::UnboundedSender<Item>,
+    acker: Arc<AmqpAcker>,
+    /// The current attachment; bumped when the link is lost.
+    link: Arc<AtomicU64>,
+}
+
+impl LinkTask {
+    async fn run(mut self, mut session: SessionHandle<()>, mut receiver: Receiver) {
+        loop {
+            let stop = self.pump(&mut receiver).await;
+            match stop {
+                Stop::Closed | Stop::Abandoned => {
+                    // Closing is best effort: unsettled deliveries go back to the queue.
+                    let _ = tokio::time::timeout(CLOSE_TIMEOUT, receiver.close()).await;
+                    let _ = tokio::time::timeout(CLOSE_TIMEOUT, session.end()).await;
+                    return;
+                }
+                Stop::Lost(reason) => {
+                    self.link.fetch_add(1, Ordering::AcqRel);
+                    tracing::warn!(link = %self.name, %reason, "amqp: link lost; re-attaching");
+                    let _ = self.out.send(Err(ConsumeError(format!(
+                        "link to {} lost ({reason}); re-attaching",
+                        self.spec.source
+                    ))));
+                    drop(receiver);
+                    let _ = tokio::time::timeout(Duration::from_secs(1), session.end()).await;
+                    match self.reattach().await {
+                        Some((s, r)) => {
+                            session = s;
+                            receiver = r;
+                            self.credit = Credit::new(self.spec.credit);
+                            tracing::info!(link = %self.name, "amqp: link re-attached");
+                        }
+                        None => return,
+                    }
+                }
+            }
+        }
+    }
+
+    /// Re-attaches with back-off; `None` when the broker closed or nobody listens.
+    async fn reattach(&mut self) -> Option<(SessionHandle<()>, Receiver)> {
+        let options = &self.connector.options;
+        let mut backoff = options.backoff_min;
+        loop {
+            if self.out.is_closed() {
+                return None;
+            }
+            let mut session = self.connector.session(true).await.ok()?;
+            // Settlements of the lost link can no longer be sent: drop them.
+            while self.commands.try_recv().is_ok() {}
+            match attach(&mut session, &self.name, &self.spec).await {
+                Ok(receiver) => return Some((session, receiver)),
+                Err(e) => {
+                    tracing::warn!(link = %self.name, error = %e, retry_in = ?backoff, "amqp: re-attach failed");
+                    let _ = tokio::time::timeout(Duration::from_secs(1), session.end()).await;
+                }
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(backoff) => {}
+                _ = self.closed.wait_for(|c| *c) => return None,
+            }
+            backoff = (backoff * 2).min(options.backoff_max);
+        }
+    }
+
+    async fn pump(&mut self, receiver: &mut Receiver) -> Stop {
+        let mut batch = Vec::new();
+        loop {
+            let event = tokio::select! {
+                biased;
+                _ = self.closed.wait_for(|c| *c) => Event::Closing,
+                command = self.commands.recv() => Event::Command(command),
+                received = receiver.recv::<Body<Value>>() => Event::Received(Box::new(received)),
+                _ = self.out.closed() => Event::Abandoned,
+            };
+            match event {
+                Event::Closing => {
+                    // Send what was settled before the close, then stop.
+                    while let Ok(c) = self.commands.try_recv() {
+                        batch.push(c);
+                    }
+                    let _ = self.apply(receiver, &mut batch).await;
+                    return Stop::Closed;
+                }
+                Event::Abandoned | Event::Command(None) => return Stop::Abandoned,
+                Event::Command(Some(command)) => {
+                    batch.push(command);
+                    while batch.len() < SETTLE_BATCH {
+                        match self.commands.try_recv() {
+                            Ok(c) => batch.push(c),
+                            Err(_) => break,
+                        }
+                    }
+                    if let Err(reason) = self.apply(receiver, &mut batch).await {
+                        return Stop::Lost(reason);
+                    }
+                }
+                Event::Received(received) => {
+                    if let Err(stop) = self.on_received(*received) {
+                        return stop;
+                    }
+                }
+            }
+        }
+    }
+
+    fn on_received(
+        &mut self,
+        received: Result<fe2o3_amqp::link::delivery::Delivery<Body<Value>>, RecvError>,
+    ) -> Result<(), Stop> {
+        match received {
+            Ok(delivery) => {
+                self.credit.on_received();
+                let (info, message) = delivery.into_parts();
+                let d = self.delivery(info, Some(message), None);
+                if self.out.send(Ok(d)).is_err() {
+                    return Err(Stop::Abandoned);
+                }
+            }
+            Err(RecvError::MessageDecode(e)) => {
+                // The transfer counted against credit before decoding failed.
+                self.credit.on_received();
+                let reason = format!("undecodable amqp message: {}", e.source);
+                let d = self.delivery(e.info, None, Some(reason));
+                if self.out.send(Ok(d)).is_err() {
+                    return Err(Stop::Abandoned);
+                }
+            }
+            Err(e) => return Err(Stop::Lost(e.to_string())),
+        }
+        Ok(())
+    }
+
+    fn delivery(
+        &self,
+        info: DeliveryInfo,
+        message: Option<fe2o3_amqp_types::messaging::Message<Body<Value>>>,
+        defect: Option<String>,
+    ) -> Delivery {
+        let tag = match self.spec.settle {
+            Settle::AtLeastOnce => Tag::Other(Box::new(Unsettled {
+                link: self.link.load(Ordering::Acquire),
+                info,
+            })),
+            Settle::AtMostOnce => Tag::Seq(u64::from(info.delivery_id())),
+        };
+        let acker: Arc<dyn ruststream_core::Acker> = self.acker.clone();
+        let Some(message) = message else {
+            let d = Delivery::new(
+                bytes::Bytes::new(),
+                ruststream_core::Headers::new(),
+                self.spec.address.clone(),
+                tag,
+                acker,
+            );
+            return d.with_defect(defect.unwrap_or_default());
+        };
+        let decoded = decode(message);
+        let retry_count = decoded.headers.retry_count();
+        let mut d = Delivery::new(
+            decoded.payload,
+            decoded.headers,
+            self.spec.address.clone(),
+            tag,
+            acker,
+        );
+        if self.spec.counts
+            && self.spec.settle == Settle::AtLeastOnce
+            && let Some(count) = decoded.delivery_count
+        {
+            // The broker counts from this message's arrival in the queue; a copy
+            // carries the attempts before it in its retry-count header.
+            d = d.with_broker_attempt(count.saturating_add(1).saturating_add(retry_count));
+        }
+        if let Some(reason) = decoded.defect {
+            d = d.with_defect(reason);
+        }
+        d
+    }
+
+    /// Sends the dispositions for `batch` (emptied) and the flow they make due.
+    async fn apply(
+        &mut self,
+        receiver: &mut Receiver,
+        batch: &mut Vec<Command>,
+    ) -> Result<(), String> {
+        let current = self.link.load(Ordering::Acquire);
+        let mut groups: [(Outcome, Vec<DeliveryInfo>); 3] = [
+            (Outcome::Accepted, Vec::new()),
+            (Outcome::Rejected, Vec::new()),
+            (Outcome::Modified, Vec::new()),
+        ];
+        let mut done = 0u32;
+        for command in batch.drain(..) {
+            match command {
+                Command::Settle {
+                    link,
+                    info,
+                    outcome,
+                } => {
+                    if link != current {
+                        continue; // a delivery of a lost link: the broker has it back
+                    }
+                    if let Some((_, infos)) = groups.iter_mut().find(|(o, _)| *o == outcome) {
+                        infos.push(info);
+                    }
+                    done += 1;
+                }
+                Command::Taken(n) => done += n,
+            }
+        }
+        for (outcome, infos) in groups {
+            if infos.is_empty() {
+                continue;
+            }
+            let state = match outcome {
+                Outcome::Accepted => TerminalDeliveryState::Accepted(Accepted {}),
+                Outcome::Rejected => TerminalDeliveryState::Rejected(Rejected { error: None }),
+                Outcome::Modified => TerminalDeliveryState::Modified(Modified {
+                    delivery_failed: Some(true),
+                    undeliverable_here: Some(false),
+                    message_annotations: None,
+                }),
+            };
+            let result = match <[DeliveryInfo; 1]>::try_from(infos) {
+                Ok([info]) => receiver.dispose(info, state).await,
+                Err(infos) => receiver.dispose_all(infos, state).await,
+            };
+            result.map_err(|e| format!("disposition failed: {e}"))?;
+        }
+        if done > 0
+            && let Some(grant) = self.credit.on_settled(done)
+        {
+            receiver
+                .set_credit(grant)
+                .await
+                .map_err(|e| format!("flow failed: {e}"))?;
+        }
+        Ok(())
+    }
+}
+
+/// The stream handed to the runtime.
+struct DeliveryStream {
+    deliveries: mpsc::UnboundedReceiver<Item>,
+    /// At-most-once: tells the link task how many deliveries were taken, for credit.
+    taken: Option<TakenCounter>,
+}
+
+struct TakenCounter {
+    commands: mpsc::UnboundedSender<Command>,
+    pending: u32,
+    every: u32,
+}
+
+impl Stream for DeliveryStream {
+    type Item = Item;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Item>> {
+        let this = self.get_mut();
+        let item = this.deliveries.poll_recv(cx);
+        if let (Poll::Ready(Some(Ok(_))), Some(t)) = (&item, this.taken.as_mut()) {
+            t.pending += 1;
+            if t.pending >= t.every {
+                let _ = t.commands.send(Command::Taken(t.pending));
+                t.pending = 0;
+            }
+        }
+        item
+    }
+}
