@@ -103,9 +103,9 @@ async fn drop_rejects_and_the_broker_dead_letters() {
 }
 
 #[tokio::test]
-async fn retry_after_rejects_nothing_and_copies_with_the_retry_count() {
+async fn retry_after_rejects_and_copies_with_the_retry_count_after_the_delay() {
     let broker = broker().await;
-    // A dead-letter exchange on the queue: removing the original must not set it off.
+    // The queue dead-letters: the `rejected` original goes to its dead-letter queue.
     let (queue, dead) = (q("later"), q("later-dead"));
     publish_n(&broker, &queue, 1, "m").await;
     let decl = Declaration::default();
@@ -120,7 +120,8 @@ async fn retry_after_rejects_nothing_and_copies_with_the_retry_count() {
         Verdict::RetryAfter(Duration::from_millis(700)),
     )
     .await;
-    assert_eq!(done.plan.original, Original::Settle(Settlement::Remove));
+    assert_eq!(done.plan.original, Original::Settle(Settlement::Reject));
+    assert!(matches!(done.settled, Some(Ok(()))));
     let copy = done.plan.copy.expect("a copy");
     assert_eq!(copy.retry_count, Some(1));
     let d = next(&mut sub, 10).await;
@@ -133,8 +134,12 @@ async fn retry_after_rejects_nothing_and_copies_with_the_retry_count() {
     assert_eq!(d.redelivery_count(), 2, "the copy is attempt 2");
     d.settle(Settlement::Accept).await.expect("accept");
     nothing_for(&mut sub, 500).await;
-    // the removed original was not dead-lettered
-    empty(&broker, &dead, 500).await;
+    // `rejected`: the broker's dead-letter policy took the original.
+    let mut dead_sub = subscribe(&broker, spec(&dead, SubscribeOptions::new(), decl)).await;
+    let d = next(&mut dead_sub, 10).await;
+    assert_eq!(d.payload().as_ref(), b"m-0");
+    assert_eq!(d.headers().get(RETRY_COUNT), None);
+    d.settle(Settlement::Accept).await.expect("accept");
     broker.close().await;
 }
 
@@ -327,8 +332,8 @@ async fn a_queue_that_dead_letters_itself_counts_and_moves_spent_deliveries() {
     let options = SubscribeOptions::new().dead_letters(true);
     let mut sub = subscribe(&broker, spec(&queue, options, decl.clone())).await;
     assert!(sub.capabilities.dead_letters);
-    // x-delivery-limit 2: delivered, failed twice, then the broker dead-letters it.
-    for attempt in 1..=2 {
+    // x-delivery-limit 2: RabbitMQ dead-letters a message that failed more than twice.
+    for attempt in 1..=3 {
         let d = next(&mut sub, 10).await;
         assert_eq!(d.redelivery_count(), attempt);
         let done = run(&broker, &sub, &decl, d, Verdict::Retry).await;
