@@ -33,33 +33,12 @@ die() { echo "rabbitmq4: ERROR: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "must run as root (chroot, mount, debootstrap)"
 
 # rabbitmqctl inside the root, clean environment (finds the node via rabbitmq-env.conf).
-ctl() { "${CLEAN_ENV[@]}" chroot "$ROOT" rabbitmqctl "$@"; }
+# fd 9 (our lock) is closed so that daemons started from the root (epmd) don't keep it.
+ctl() { "${CLEAN_ENV[@]}" chroot "$ROOT" rabbitmqctl "$@" 9>&-; }
 running() { ctl -q await_startup --timeout "${1:-5}" >/dev/null 2>&1; }
 
-# URI of the host's apt source for "<codename> main" (not -security/-updates).
-host_mirror() {
-  local codename f uri
-  codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
-  [ -n "$codename" ] || die "cannot read VERSION_CODENAME from /etc/os-release"
-  for f in /etc/apt/sources.list.d/*.sources; do
-    [ -f "$f" ] || continue
-    uri=$(awk -v cn="$codename" '
-      function flush() { if (!done && deb && suite && main && uri != "") { print uri; done = 1; exit }
-                         deb = suite = main = 0; uri = "" }
-      /^[ \t]*$/ { flush(); next }
-      /^[ \t]*#/ { next }
-      tolower($1) == "types:"      { for (i = 2; i <= NF; i++) if ($i == "deb") deb = 1 }
-      tolower($1) == "uris:"       { uri = $2 }
-      tolower($1) == "suites:"     { for (i = 2; i <= NF; i++) if ($i == cn) suite = 1 }
-      tolower($1) == "components:" { for (i = 2; i <= NF; i++) if ($i == "main") main = 1 }
-      END { flush() }' "$f")
-    [ -n "$uri" ] && { echo "$uri"; return; }
-  done
-  [ -f /etc/apt/sources.list ] && uri=$(sed -E 's/\[[^]]*\]//' /etc/apt/sources.list |
-    awk -v cn="$codename" '$1 == "deb" && $3 == cn { for (i = 4; i <= NF; i++) if ($i == "main") { print $2; exit } }')
-  [ -n "${uri:-}" ] || die "no apt source for '$codename main' in /etc/apt/sources.list{,.d/*.sources}"
-  echo "$uri"
-}
+# host_mirror: the URI the host's apt uses for "<codename> main".
+. "$SCRIPT_DIR/lib/apt.sh"
 
 # Unmount everything mounted below $1 (deepest first).
 umount_below() {
@@ -82,7 +61,7 @@ build_root() {
       die "cannot install debootstrap"
   fi
   local mirror tmp t0=$SECONDS
-  mirror=$(host_mirror)
+  mirror=$(host_mirror) || die "cannot find the host's Debian mirror"
   tmp=$(mktemp -d "$CACHE/rabbitmq4-root.tmp.XXXXXX")
   chmod 0755 "$tmp"  # mktemp makes it 0700: the rabbitmq user could not use the root
   log "building $SUITE root with rabbitmq-server from $mirror (about 1 min, ~300 MB)"
@@ -96,42 +75,61 @@ build_root() {
   log "root built in $((SECONDS - t0)) s: $ROOT"
 }
 
+# Write stdin to $1 atomically (rabbitmqctl may be reading it right now), mode 0644.
+put() { cat >"$1.new" && chmod 0644 "$1.new" && mv -f "$1.new" "$1"; }
+
 configure_root() {
   mountpoint -q "$ROOT/proc" || mount -t proc proc "$ROOT/proc"
   grep -qsE '^[^#]*[[:space:]]localhost([[:space:]]|$)' "$ROOT/etc/hosts" ||
     printf '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n' >>"$ROOT/etc/hosts"
-  cat >"$ROOT/etc/rabbitmq/rabbitmq-env.conf" <<EOF
+  put "$ROOT/etc/rabbitmq/rabbitmq-env.conf" <<EOF
 # written by ruststream scripts/rabbitmq4.sh
 ulimit -n "\$(ulimit -Hn)" 2>/dev/null || true
 NODENAME=rabbit4@localhost
 DIST_PORT=$DIST_PORT
 ERL_EPMD_PORT=$EPMD_PORT
+export ERL_EPMD_ADDRESS=127.0.0.1  # epmd and distribution on loopback only
+SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}"
+CTL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}"
 EOF
-  cat >"$ROOT/etc/rabbitmq/rabbitmq.conf" <<EOF
+  put "$ROOT/etc/rabbitmq/rabbitmq.conf" <<EOF
 # written by ruststream scripts/rabbitmq4.sh
 listeners.tcp.default = 127.0.0.1:$PORT
 loopback_users = none
 EOF
-  install -m 0644 "$SCRIPT_DIR/rabbitmq4-definitions.json" "$ROOT/etc/rabbitmq/ruststream-definitions.json"
+  put "$ROOT/etc/rabbitmq/ruststream-definitions.json" <"$SCRIPT_DIR/rabbitmq4-definitions.json"
 }
 
-# Kill what is left running from the root (its epmd on 4370, a dead node's helpers).
-kill_root_procs() {
-  local p pids=()
+# Pids of the node's beam.smp (arg "-s rabbit") and of the epmd run from the root;
+# rabbitmqctl calls in flight are not listed.
+root_procs() {
+  local p
   for p in /proc/[0-9]*; do
-    [ "$(readlink "$p/root" 2>/dev/null)" = "$ROOT" ] && pids+=("${p#/proc/}")
+    [ "$(readlink "$p/root" 2>/dev/null)" = "$ROOT" ] || continue
+    case "$(cat "$p/comm" 2>/dev/null)" in
+      epmd) echo "${p#/proc/} epmd" ;;
+      beam.smp) tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -q -- ' -s rabbit ' && echo "${p#/proc/} node" ;;
+    esac
   done
-  [ ${#pids[@]} -eq 0 ] && return
-  log "killing leftover processes of the root: ${pids[*]}"
-  kill "${pids[@]}" 2>/dev/null || true
-  sleep 1
-  kill -9 "${pids[@]}" 2>/dev/null || true
+  return 0
+}
+node_alive() { root_procs | grep ' node$' >/dev/null; }  # no -q: pipefail + SIGPIPE
+
+# Kill what is left of an earlier node: its beam.smp (stale or hung) and the root's epmd.
+kill_root_procs() {
+  local i pids
+  pids=$(root_procs | cut -d' ' -f1 | xargs)
+  [ -n "$pids" ] || return 0
+  log "killing leftover node/epmd processes of the root: $pids"
+  kill $pids 2>/dev/null || true
+  for i in 1 2 3 4 5; do kill -0 $pids 2>/dev/null || return 0; sleep 1; done
+  kill -9 $pids 2>/dev/null || true
 }
 
 start() {
   build_root
   configure_root
-  if running 1; then
+  if node_alive && running 15; then  # returns at once when up; waits a little if busy
     log "node already running"
   else
     kill_root_procs  # stale epmd / half-dead node from an earlier run
@@ -141,7 +139,7 @@ start() {
     fi
     log "starting rabbit4@localhost"
     local t0=$SECONDS
-    "${CLEAN_ENV[@]}" chroot "$ROOT" rabbitmq-server -detached >&2 || die "rabbitmq-server -detached failed"
+    "${CLEAN_ENV[@]}" chroot "$ROOT" rabbitmq-server -detached >&2 9>&- || die "rabbitmq-server -detached failed"
     until running 5; do
       [ $((SECONDS - t0)) -lt "$START_TIMEOUT" ] ||
         die "node not up after ${START_TIMEOUT} s; see $ROOT/var/log/rabbitmq/"
@@ -151,12 +149,17 @@ start() {
   fi
   ctl -q import_definitions /etc/rabbitmq/ruststream-definitions.json >&2 ||
     die "import_definitions failed"
+  local i  # the CLI calls the import asynchronous: wait until the queues exist
+  for i in $(seq 20); do
+    [ "$(ctl -q list_queues name | grep -cxE 'rs\.(quorum|quorum\.limited|dead|classic)')" = 4 ] && break
+    [ "$i" = 20 ] && die "definitions not visible after import"; sleep 0.5
+  done
   echo "rabbitmq4 ready on 127.0.0.1:$PORT"
 }
 
 stop() {
   [ -d "$ROOT" ] || { log "no root at $ROOT, nothing to stop"; return; }
-  if running 1; then
+  if node_alive && running 5; then
     log "shutting down rabbit4@localhost"
     ctl -q shutdown >&2 || log "shutdown reported an error; killing leftovers"
   fi
@@ -167,11 +170,26 @@ stop() {
 
 status() {
   [ -x "$ROOT/usr/sbin/rabbitmq-server" ] || { echo "rabbitmq4: root not built ($ROOT)"; return 3; }
-  if mountpoint -q "$ROOT/proc" && running 1; then
+  if node_alive && running 5; then
     echo "rabbitmq4 running on 127.0.0.1:$PORT, version $(ctl -q version)"
   else
     echo "rabbitmq4 not running"; return 3
   fi
+}
+
+# ctl with import_definitions and no file: rabbitmqctl 4.0.5 hangs reading definitions
+# from stdin (rabbitmq-server#13157), so hand it stdin as a file in the root instead.
+ctl_cmd() {
+  local last=${!#} f rc=0 args=("$@")
+  [ "$last" = - ] && unset 'args[-1]'  # "-" (stdin) is accepted by the help text only
+  if [[ " $* " == *" import_definitions "* && " $* " != *" help "* && ( $last == import_definitions || $last == -* ||
+        $last == json || $last == erlang ) ]]; then
+    f=$(mktemp --suffix=.json "$ROOT/tmp/rs-definitions.XXXXXX")
+    chmod 0644 "$f"; cat >"$f"
+    ctl "${args[@]}" "${f#"$ROOT"}" || rc=$?
+    rm -f "$f"; return "$rc"
+  fi
+  ctl "$@"
 }
 
 lock() { mkdir -p "$CACHE"; exec 9>"$CACHE/rabbitmq4.lock"; flock 9; }
@@ -181,6 +199,6 @@ case "${1:-start}" in
   stop)    lock; stop ;;
   restart) lock; stop; start ;;
   status)  status ;;
-  ctl)     shift; [ -x "$ROOT/usr/sbin/rabbitmqctl" ] || die "root not built; run $0 start"; ctl "$@" ;;
+  ctl)     shift; [ -x "$ROOT/usr/sbin/rabbitmqctl" ] || die "root not built; run $0 start"; ctl_cmd "$@" ;;
   *)       die "usage: $0 [start|stop|restart|status|ctl ARGS...]" ;;
 esac

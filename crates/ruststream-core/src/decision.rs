@@ -32,6 +32,7 @@ pub struct Facts {
 
 impl Facts {
     /// The facts of `delivery` on a form with `capabilities`.
+    #[inline]
     pub fn of(delivery: &Delivery, capabilities: &Capabilities) -> Self {
         Self {
             attempt: delivery.redelivery_count(),
@@ -104,6 +105,7 @@ pub enum Original {
 /// assert_eq!(plan.original, Original::Settle(Settlement::Reject));
 /// assert!(plan.copy.is_none());
 /// ```
+#[inline]
 pub fn decide(
     verdict: Verdict,
     facts: Facts,

@@ -36,7 +36,8 @@ pub struct Delivery {
     headers: Headers,
     address: Address,
     broker_attempt: Option<u32>,
-    defect: Option<Arc<str>>,
+    // Boxed: rare, and it keeps the delivery small enough to move without a memcpy call.
+    defect: Option<Box<Defect>>,
     tag: Tag,
     acker: Arc<dyn Acker>,
 }
@@ -44,6 +45,7 @@ pub struct Delivery {
 impl Delivery {
     /// A delivery of `payload` with `headers`, received on `address`, settled through
     /// `acker` with `tag`.
+    #[inline]
     pub fn new(
         payload: Bytes,
         headers: Headers,
@@ -67,6 +69,7 @@ impl Delivery {
     ///
     /// Set it only where the broker really counts this delivery; a copy the runtime
     /// published never carries one.
+    #[inline]
     pub fn with_broker_attempt(mut self, attempt: u32) -> Self {
         self.broker_attempt = Some(attempt.max(1));
         self
@@ -75,38 +78,44 @@ impl Delivery {
     /// Marks the delivery as not readable at the transport level (a truncated frame, a
     /// stream entry without a payload field): the runtime applies the decode-failure
     /// policy instead of running the handler.
-    pub fn with_defect(mut self, reason: impl Into<Arc<str>>) -> Self {
-        self.defect = Some(reason.into());
+    pub fn with_defect(mut self, reason: impl Into<String>) -> Self {
+        self.defect = Some(Box::new(Defect(reason.into())));
         self
     }
 
     /// The payload bytes as received.
+    #[inline]
     pub fn payload(&self) -> &Bytes {
         &self.payload
     }
 
     /// The headers as received.
+    #[inline]
     pub fn headers(&self) -> &Headers {
         &self.headers
     }
 
     /// The address the delivery was received on.
+    #[inline]
     pub fn address(&self) -> &Address {
         &self.address
     }
 
     /// The broker's attempt number, where the broker counts this delivery.
+    #[inline]
     pub fn broker_attempt(&self) -> Option<u32> {
         self.broker_attempt
     }
 
     /// Why the delivery could not be read, if it could not.
+    #[inline]
     pub fn defect(&self) -> Option<&str> {
-        self.defect.as_deref()
+        self.defect.as_ref().map(|d| d.0.as_str())
     }
 
     /// The attempt number, the first delivery being 1: the broker's own count where it
     /// has one, else `x-ruststream-retry-count` + 1. Never both.
+    #[inline]
     pub fn redelivery_count(&self) -> u32 {
         match self.broker_attempt {
             Some(attempt) => attempt,
@@ -123,6 +132,7 @@ impl Delivery {
     }
 
     /// Settles the delivery, consuming it.
+    #[inline]
     pub fn settle(self, settlement: Settlement) -> Settling {
         let message = Message {
             payload: self.payload,
@@ -144,3 +154,6 @@ impl fmt::Debug for Delivery {
             .finish()
     }
 }
+
+#[derive(Debug)]
+struct Defect(String);

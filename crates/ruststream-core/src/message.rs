@@ -21,6 +21,7 @@ impl Address {
     }
 
     /// The address as text.
+    #[inline]
     pub fn as_str(&self) -> &str {
         &self.0
     }

@@ -88,6 +88,7 @@ enum State {
 
 impl Settling {
     /// A settlement that has already happened (or failed).
+    #[inline]
     pub fn done(result: Result<(), AckError>) -> Self {
         Self(State::Done(Some(result)))
     }
@@ -101,6 +102,7 @@ impl Settling {
 impl Future for Settling {
     type Output = Result<(), AckError>;
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match &mut self.get_mut().0 {
             State::Done(result) => Poll::Ready(result.take().unwrap_or(Ok(()))),

@@ -49,20 +49,31 @@ pub enum SendError {
 pub struct Publisher {
     inner: Arc<dyn Publish>,
     codec: Codec,
+    /// `content-type` for the codec, shared by every message that adds no header.
+    headers: Headers,
+}
+
+fn codec_headers(codec: Codec) -> Headers {
+    let mut headers = Headers::new();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static(codec.content_type()));
+    headers
 }
 
 impl Publisher {
     /// A publisher over a broker's [`Publish`] with the default codec.
     pub fn new(inner: Arc<dyn Publish>) -> Self {
+        let codec = Codec::default();
         Self {
             inner,
-            codec: Codec::default(),
+            codec,
+            headers: codec_headers(codec),
         }
     }
 
     /// The same publisher with another codec.
     pub fn with_codec(mut self, codec: Codec) -> Self {
         self.codec = codec;
+        self.headers = codec_headers(codec);
         self
     }
 
@@ -86,13 +97,9 @@ impl Publisher {
         to: impl Into<Address>,
         value: &T,
     ) -> Outgoing<'_> {
-        let encoded = self.codec.encode(value).map(|payload| {
-            let mut headers = Headers::new();
-            headers.insert(
-                CONTENT_TYPE,
-                HeaderValue::from_static(self.codec.content_type()),
-            );
-            Message { payload, headers }
+        let encoded = self.codec.encode(value).map(|payload| Message {
+            payload,
+            headers: self.headers.clone(),
         });
         Outgoing {
             publisher: self,

@@ -8,6 +8,7 @@ use std::task::Poll;
 
 use ruststream_core::{ConsumeError, Delivery, DeliveryStream};
 use tokio::sync::Notify;
+use tokio::sync::futures::Notified;
 
 #[derive(Default)]
 pub(crate) struct Shutdown {
@@ -57,7 +58,8 @@ impl Shutdown {
         &self,
         stream: &mut DeliveryStream,
     ) -> Option<Result<Delivery, ConsumeError>> {
-        let mut notified = pin!(self.notify.notified());
+        // The stop notification is only armed once the stream has nothing ready.
+        let mut notified = pin!(None::<Notified<'_>>);
         poll_fn(|cx| {
             if self.is_triggered() {
                 return Poll::Ready(None);
@@ -65,10 +67,22 @@ impl Shutdown {
             if let Poll::Ready(item) = stream.as_mut().poll_next(cx) {
                 return Poll::Ready(item);
             }
-            if notified.as_mut().poll(cx).is_ready() {
-                return Poll::Ready(None);
+            if notified.is_none() {
+                notified.set(Some(self.notify.notified()));
+                // A stop between the first look and arming is seen here.
+                if self.is_triggered() {
+                    return Poll::Ready(None);
+                }
             }
-            Poll::Pending
+            let stopped = notified
+                .as_mut()
+                .as_pin_mut()
+                .is_some_and(|stop| stop.poll(cx).is_ready());
+            if stopped {
+                Poll::Ready(None)
+            } else {
+                Poll::Pending
+            }
         })
         .await
     }

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::marker::PhantomData;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures_util::FutureExt;
 use ruststream_core::{Capabilities, ConsumeError, Delivery, Facts, decide};
@@ -96,8 +96,39 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
             }
         }
     }
+}
 
-    async fn handle(&self, delivery: Delivery) -> bool {
+/// Counts a delivery as in flight while it lives.
+struct InFlight<'a>(&'a AtomicUsize);
+
+impl<'a> InFlight<'a> {
+    fn enter(count: &'a AtomicUsize) -> Self {
+        count.fetch_add(1, Ordering::AcqRel);
+        Self(count)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl<H: Handler<M>, M: 'static> Process for Worker<H, M> {
+    fn runtime(&self) -> &Runtime {
+        &self.runtime
+    }
+
+    /// Handles one delivery: outcome, decision, reply, settlement, hooks.
+    async fn take(&self, item: Result<Delivery, ConsumeError>) -> bool {
+        let delivery = match item {
+            Ok(delivery) => delivery,
+            Err(error) => {
+                tracing::warn!(address = %self.mount.address, %error, "subscription reported an error");
+                return true;
+            }
+        };
+        let _in_flight = InFlight::enter(&self.runtime.in_flight);
         let Some((outcome, cause)) = self.outcome(&delivery).await else {
             // fail_fast: the delivery is dropped unsettled for the broker to hand back.
             return false;
@@ -113,14 +144,15 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
         if let Some(reply) = outcome.reply {
             reply.send(&delivery, &self.mount, &self.runtime.app).await;
         }
-        let address = delivery.address().clone();
-        let result = execute(delivery, &plan, &self.runtime).await;
+        let watched = outcome.after.is_some() || !self.runtime.after_settle.is_empty();
+        let address = watched.then(|| delivery.address().clone());
+        let result = execute(delivery, &plan, &self.runtime).finish().await;
         if let Err(error) = &result {
-            tracing::warn!(%address, %error, "settlement failed; going on");
+            tracing::warn!(address = %self.mount.address, %error, "settlement failed; going on");
         }
-        if outcome.after.is_none() && self.runtime.after_settle.is_empty() {
+        let Some(address) = address else {
             return true;
-        }
+        };
         let settled = Settled {
             address,
             attempt: facts.attempt,
@@ -136,27 +168,6 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
             after(&settled).await;
         }
         true
-    }
-}
-
-impl<H: Handler<M>, M: 'static> Process for Worker<H, M> {
-    fn runtime(&self) -> &Runtime {
-        &self.runtime
-    }
-
-    async fn take(&self, item: Result<Delivery, ConsumeError>) -> bool {
-        match item {
-            Ok(delivery) => {
-                self.runtime.in_flight.fetch_add(1, Ordering::AcqRel);
-                let go_on = self.handle(delivery).await;
-                self.runtime.in_flight.fetch_sub(1, Ordering::AcqRel);
-                go_on
-            }
-            Err(error) => {
-                tracing::warn!(address = %self.mount.address, %error, "subscription reported an error");
-                true
-            }
-        }
     }
 }
 

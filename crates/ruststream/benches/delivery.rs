@@ -1,0 +1,103 @@
+//! The delivery path on the memory broker: consume, decode, handle, ack.
+//!
+//! Not a timed benchmark: it drains a pre-filled queue inside `drain`, so that
+//! callgrind can count the instructions of that region alone and the counting
+//! allocator the allocations. Run it through `scripts/bench-core`, which takes the
+//! difference of a 1,000- and a 2,000-message run (start-up cancels out).
+//!
+//! ```text
+//! cargo bench -p ruststream --bench delivery -- json 1000
+//! ```
+
+use std::alloc::System;
+use std::time::Duration;
+
+use ruststream::memory::MemoryBroker;
+use ruststream::{App, Codec, Mount, Raw, Running};
+use serde::{Deserialize, Serialize};
+use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
+
+#[global_allocator]
+static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+
+/// A small message with no heap fields, as a price tick.
+#[derive(Serialize, Deserialize)]
+struct Tick {
+    id: u64,
+    price: u32,
+    qty: u32,
+    live: bool,
+}
+
+async fn on_tick(tick: Tick) {
+    std::hint::black_box((tick.id, tick.price, tick.qty, tick.live));
+}
+
+async fn on_raw(Raw(bytes): Raw) {
+    std::hint::black_box(bytes.len());
+}
+
+/// Handles every queued message; the region callgrind and the allocation counter see.
+#[inline(never)]
+fn drain(runtime: &tokio::runtime::Runtime, broker: &MemoryBroker, running: &Running) {
+    runtime.block_on(async {
+        loop {
+            tokio::task::yield_now().await;
+            if running.in_flight() == 0 && broker.is_idle() {
+                break;
+            }
+        }
+    });
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
+    let mode = args.next().unwrap_or_else(|| "json".into());
+    let count: usize = args.next().and_then(|n| n.parse().ok()).unwrap_or(1000);
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("a tokio runtime");
+    let broker = MemoryBroker::new();
+    let app = match mode.as_str() {
+        "json" => App::new(broker.clone()).mount("bench", on_tick),
+        "raw" => App::new(broker.clone()).mount(Mount::new("bench").codec(Codec::Raw), on_raw),
+        other => panic!("mode must be json or raw, not {other}"),
+    };
+    let publisher = app.publisher();
+    let fill = |count: usize| {
+        runtime.block_on(async {
+            for id in 0..count {
+                let tick = Tick {
+                    id: id as u64,
+                    price: 1000 + (id % 7) as u32,
+                    qty: 3,
+                    live: true,
+                };
+                publisher
+                    .publish("bench", &tick)
+                    .await
+                    .expect("memory publish");
+            }
+        })
+    };
+    // Warm up: start, handle a few, so that start-up and first-use growth are done.
+    let running = runtime.block_on(app.start()).expect("starts");
+    fill(16);
+    drain(&runtime, &broker, &running);
+    fill(count);
+
+    let region = Region::new(GLOBAL);
+    drain(&runtime, &broker, &running);
+    let stats = region.change();
+
+    println!(
+        "mode={mode} messages={count} allocations={} reallocations={} bytes={}",
+        stats.allocations, stats.reallocations, stats.bytes_allocated
+    );
+    runtime
+        .block_on(async { tokio::time::timeout(Duration::from_secs(5), running.stop()).await })
+        .expect("stops in time")
+        .expect("stops cleanly");
+}
