@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use futures_core::Stream;
 use ruststream_core::{
-    AckError, Acker, Capabilities, ConsumeError, Declaration, Delivery, Message, Settlement,
-    Settling, Tag,
+    AckError, Acker, Capabilities, ConsumeError, Declaration, Delivery, HeaderValue, Message,
+    RETRY_COUNT, Settlement, Settling, Tag,
 };
 
 use super::MemoryBroker;
@@ -82,12 +82,13 @@ impl Drop for MemoryStream {
 }
 
 impl MemoryAcker {
-    fn requeue(&self, stored: Stored, delay: Option<Duration>) -> Result<(), AckError> {
+    fn requeue(&self, mut stored: Stored, delay: Option<Duration>) -> Result<(), AckError> {
         let caps = self.capabilities;
-        let spent = self
-            .declaration
-            .max_attempts
-            .is_some_and(|cap| stored.deliveries >= cap.get());
+        // A dead letter declared without a cap takes every retry.
+        let spent = match self.declaration.max_attempts {
+            Some(cap) => stored.deliveries >= cap.get(),
+            None => self.declaration.dead_letter.is_some(),
+        };
         if caps.dead_letters && spent {
             self.dead_letter(stored.message);
             return Ok(());
@@ -96,6 +97,15 @@ impl MemoryAcker {
             self.queue.push(stored.message, stored.deliveries);
             return Ok(());
         };
+        if !caps.counts {
+            // Without a count of its own, each lap of the delay counts in the retry-count
+            // header (as a durable delay queue does), so the cap is reached.
+            let laps = stored.message.headers.retry_count().saturating_add(1);
+            stored
+                .message
+                .headers
+                .insert(RETRY_COUNT, HeaderValue::from(laps));
+        }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return Err(AckError::Refused(
                 "no tokio runtime for a delayed requeue".into(),

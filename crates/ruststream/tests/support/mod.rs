@@ -1,7 +1,21 @@
 //! Shared helpers for the runtime's integration tests.
 #![allow(dead_code, unreachable_pub)]
 
-use ruststream_core::{Capabilities, Original, Plan, Settlement};
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use ruststream::memory::{MemoryBroker, Snapshot};
+use ruststream::testing::TestApp;
+use ruststream_core::{
+    AckError, Acker, Address, BoxFuture, Broker, Capabilities, Delivery, Headers, Message,
+    Original, Plan, Publish, PublishError, PublishErrorKind, RETRY_COUNT, Settlement, Settling,
+    SubscribeError, SubscribeSpec, Subscription, Tag,
+};
+use tokio::time::Instant;
 
 /// A memory broker's capabilities with some switched off.
 pub fn caps(
@@ -37,4 +51,319 @@ pub fn init_logs() {
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
         .try_init();
+}
+
+/// How long (on the test's clock, usually paused) a wait may take before the test fails.
+pub const PATIENCE: Duration = Duration::from_secs(3600);
+
+/// [`TestApp::settled`], failing the test instead of hanging if it never settles.
+pub async fn settle(app: &TestApp) {
+    if tokio::time::timeout(PATIENCE, app.settled()).await.is_err() {
+        panic!(
+            "never settled; broker: {:?}",
+            nonempty(&app.broker().snapshot())
+        );
+    }
+}
+
+/// Waits (on the test's clock) until `condition` holds; fails the test after [`PATIENCE`].
+pub async fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + PATIENCE;
+    while !condition() {
+        assert!(Instant::now() < deadline, "gave up waiting until {what}");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// Awaits `future`, failing the test after [`PATIENCE`] on the test's clock.
+pub async fn within<T>(what: &str, future: impl Future<Output = T>) -> T {
+    match tokio::time::timeout(PATIENCE, future).await {
+        Ok(value) => value,
+        Err(_) => panic!("gave up waiting for {what}"),
+    }
+}
+
+/// The queues of a snapshot that hold anything, as `(address, ready, unsettled, delayed)`,
+/// sorted by address.
+pub fn nonempty(snapshot: &[Snapshot]) -> Vec<(String, usize, usize, usize)> {
+    let mut out: Vec<_> = snapshot
+        .iter()
+        .filter(|q| !q.is_empty())
+        .map(|q| (q.address.to_string(), q.ready, q.unsettled, q.delayed))
+        .collect();
+    out.sort();
+    out
+}
+
+/// The snapshot of one queue.
+pub fn queue(broker: &MemoryBroker, address: &str) -> Snapshot {
+    broker
+        .snapshot()
+        .into_iter()
+        .find(|q| q.address.as_str() == address)
+        .unwrap_or_else(|| panic!("no queue {address}"))
+}
+
+/// A JSON message with a header of the test's own, as a client would publish it.
+pub fn json_message(payload: &str) -> Message {
+    Message::new(payload.to_owned())
+        .with_header("content-type", "application/json")
+        .with_header("x-test", "as-published")
+}
+
+/// The retry-count header of `headers`, as a number, if present.
+pub fn retry_count(headers: &Headers) -> Option<u32> {
+    headers.get_str(RETRY_COUNT).map(|v| {
+        v.parse()
+            .unwrap_or_else(|_| panic!("retry count {v:?} is not a number"))
+    })
+}
+
+/// One handler call as the handler saw it.
+#[derive(Clone, Debug)]
+pub struct Call {
+    /// The `Attempt` extractor's value.
+    pub attempt: u32,
+    /// The delivery's headers.
+    pub headers: Headers,
+    /// The payload bytes.
+    pub payload: Vec<u8>,
+    /// When the handler was called.
+    pub at: Instant,
+}
+
+/// A shared log of handler calls.
+#[derive(Clone, Default)]
+pub struct Calls(Arc<Mutex<Vec<Call>>>);
+
+impl Calls {
+    /// Records a call; returns how many calls there have been, this one included.
+    pub fn record(&self, attempt: u32, headers: &Headers, payload: &[u8]) -> usize {
+        let mut calls = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        calls.push(Call {
+            attempt,
+            headers: headers.clone(),
+            payload: payload.to_vec(),
+            at: Instant::now(),
+        });
+        calls.len()
+    }
+
+    /// Every call so far.
+    pub fn all(&self) -> Vec<Call> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// How many calls so far.
+    pub fn len(&self) -> usize {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).len()
+    }
+
+    /// The attempt numbers, in call order.
+    pub fn attempts(&self) -> Vec<u32> {
+        self.all().iter().map(|c| c.attempt).collect()
+    }
+}
+
+/// Counts how many are running at once and the most there ever were.
+#[derive(Clone, Default)]
+pub struct Gauge {
+    now: Arc<AtomicUsize>,
+    max: Arc<AtomicUsize>,
+    started: Arc<AtomicUsize>,
+}
+
+impl Gauge {
+    /// One more is running; it stops running when the guard drops.
+    pub fn enter(&self) -> GaugeGuard {
+        let now = self.now.fetch_add(1, Ordering::SeqCst) + 1;
+        self.max.fetch_max(now, Ordering::SeqCst);
+        self.started.fetch_add(1, Ordering::SeqCst);
+        GaugeGuard(self.now.clone())
+    }
+
+    /// How many are running now.
+    pub fn now(&self) -> usize {
+        self.now.load(Ordering::SeqCst)
+    }
+
+    /// The most that ever ran at once.
+    pub fn max(&self) -> usize {
+        self.max.load(Ordering::SeqCst)
+    }
+
+    /// How many ever started.
+    pub fn started(&self) -> usize {
+        self.started.load(Ordering::SeqCst)
+    }
+}
+
+/// Leaves a [`Gauge`] when dropped.
+pub struct GaugeGuard(Arc<AtomicUsize>);
+
+impl Drop for GaugeGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+type Rule = Arc<dyn Fn(&Delivery) -> bool + Send + Sync>;
+
+/// A broker wrapping the real memory broker that misbehaves on request: refuses some
+/// settlements (`AckError::Refused`), marks some deliveries as defective at the transport
+/// level, refuses publishes to some addresses. Everything else goes to the memory broker.
+///
+/// A refused settlement leaves the memory broker's delivery unsettled, as a broker that
+/// refused it would: it comes back when the consumer goes away.
+#[derive(Clone)]
+pub struct Faulty {
+    inner: MemoryBroker,
+    refuse_settlement: Option<Rule>,
+    defect: Option<Rule>,
+    refuse_publish_to: Vec<Address>,
+}
+
+impl Faulty {
+    /// Wraps `inner`, misbehaving in no way yet.
+    pub fn new(inner: MemoryBroker) -> Self {
+        Self {
+            inner,
+            refuse_settlement: None,
+            defect: None,
+            refuse_publish_to: Vec::new(),
+        }
+    }
+
+    /// Refuses the settlement of deliveries for which `rule` holds.
+    pub fn refuse_settlement_if(
+        mut self,
+        rule: impl Fn(&Delivery) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.refuse_settlement = Some(Arc::new(rule));
+        self
+    }
+
+    /// Marks deliveries for which `rule` holds with a transport-level defect.
+    pub fn defect_if(mut self, rule: impl Fn(&Delivery) -> bool + Send + Sync + 'static) -> Self {
+        self.defect = Some(Arc::new(rule));
+        self
+    }
+
+    /// Refuses every publish to `address`.
+    pub fn refuse_publish_to(mut self, address: &str) -> Self {
+        self.refuse_publish_to.push(Address::new(address));
+        self
+    }
+}
+
+/// The reason [`Faulty`] gives for a defective delivery.
+pub const DEFECT: &str = "truncated frame";
+/// The reason [`Faulty`] gives for a refused settlement.
+pub const REFUSAL: &str = "refused by the test broker";
+
+struct FaultyAcker {
+    held: Mutex<HashMap<u64, (Delivery, bool)>>,
+}
+
+impl Acker for FaultyAcker {
+    fn settle(&self, tag: Tag, _message: Message, settlement: Settlement) -> Settling {
+        let Tag::Seq(n) = tag else {
+            return Settling::done(Err(AckError::Refused("not a test tag".into())));
+        };
+        let held = self
+            .held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&n);
+        match held {
+            None => Settling::done(Err(AckError::Refused("unknown delivery".into()))),
+            // Refused: the memory broker's delivery stays unsettled.
+            Some((_inner, true)) => Settling::done(Err(AckError::Refused(REFUSAL.into()))),
+            Some((inner, false)) => inner.settle(settlement),
+        }
+    }
+}
+
+impl Broker for Faulty {
+    fn name(&self) -> &'static str {
+        "faulty-memory"
+    }
+
+    fn subscribe(
+        &self,
+        spec: SubscribeSpec,
+    ) -> BoxFuture<'_, Result<Subscription, SubscribeError>> {
+        Box::pin(async move {
+            let inner = self.inner.subscribe(spec).await?;
+            let acker = Arc::new(FaultyAcker {
+                held: Mutex::new(HashMap::new()),
+            });
+            let next = Arc::new(AtomicU64::new(0));
+            let refuse = self.refuse_settlement.clone();
+            let defect = self.defect.clone();
+            let deliveries = inner.deliveries.map(move |item| {
+                let delivery = item?;
+                let n = next.fetch_add(1, Ordering::Relaxed);
+                let refused = refuse.as_ref().is_some_and(|rule| rule(&delivery));
+                let defective = defect.as_ref().is_some_and(|rule| rule(&delivery));
+                let mut outer = Delivery::new(
+                    delivery.payload().clone(),
+                    delivery.headers().clone(),
+                    delivery.address().clone(),
+                    Tag::Seq(n),
+                    acker.clone(),
+                );
+                if let Some(attempt) = delivery.broker_attempt() {
+                    outer = outer.with_broker_attempt(attempt);
+                }
+                if defective {
+                    outer = outer.with_defect(DEFECT);
+                }
+                acker
+                    .held
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(n, (delivery, refused));
+                Ok(outer)
+            });
+            Ok(Subscription {
+                deliveries: Box::pin(deliveries),
+                capabilities: inner.capabilities,
+            })
+        })
+    }
+
+    fn publisher(&self) -> Arc<dyn Publish> {
+        Arc::new(FaultyPublish {
+            inner: self.inner.publisher(),
+            refuse: self.refuse_publish_to.clone(),
+        })
+    }
+
+    fn close(&self) -> BoxFuture<'_, ()> {
+        self.inner.close()
+    }
+}
+
+struct FaultyPublish {
+    inner: Arc<dyn Publish>,
+    refuse: Vec<Address>,
+}
+
+impl Publish for FaultyPublish {
+    fn publish(&self, to: Address, message: Message) -> BoxFuture<'_, Result<(), PublishError>> {
+        if self.refuse.contains(&to) {
+            return Box::pin(async move {
+                Err(PublishError {
+                    address: to.to_string(),
+                    kind: PublishErrorKind::Refused("refused by the test broker".into()),
+                    message,
+                })
+            });
+        }
+        self.inner.publish(to, message)
+    }
 }

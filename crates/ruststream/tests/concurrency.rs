@@ -1,0 +1,212 @@
+//! Concurrency per subscription: one at a time in order, N workers, N ordered lanes, and
+//! back-pressure (deliveries are not taken while the handlers are full).
+
+mod support;
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use ruststream::memory::MemoryBroker;
+use ruststream::testing::TestApp;
+use ruststream::{App, Delivery, Mount};
+use ruststream_core::Broker;
+use support::{Gauge, queue, settle, wait_until};
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
+
+/// Events `(key, seq, started)` in the order they happened.
+type Log = Arc<Mutex<Vec<(u64, u32, bool)>>>;
+
+fn push(log: &Log, event: (u64, u32, bool)) {
+    log.lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(event);
+}
+
+fn events(log: &Log) -> Vec<(u64, u32, bool)> {
+    log.lock().unwrap_or_else(PoisonError::into_inner).clone()
+}
+
+fn key_of(d: &Delivery) -> u64 {
+    d.headers()
+        .get_str("key")
+        .and_then(|k| k.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Sets a mount's concurrency.
+type Concurrency = fn(Mount) -> Mount;
+
+/// By default one delivery at a time, in the order published, whatever each one takes.
+#[tokio::test(start_paused = true)]
+async fn sequential_by_default_in_order() {
+    let (gauge, log) = (Gauge::default(), Log::default());
+    let (g, l) = (gauge.clone(), log.clone());
+    let app = TestApp::start(|b| {
+        App::new(b).mount("q", move |seq: u32| {
+            let (g, l) = (g.clone(), l.clone());
+            async move {
+                let _running = g.enter();
+                push(&l, (0, seq, true));
+                // Earlier messages take longer: a concurrent runtime would reorder them.
+                tokio::time::sleep(Duration::from_millis(u64::from(60 - seq * 10))).await;
+                push(&l, (0, seq, false));
+            }
+        })
+    })
+    .await;
+    for seq in 0..6 {
+        app.publish("q", &seq).await;
+    }
+    settle(&app).await;
+    let expected: Vec<_> = (0..6)
+        .flat_map(|seq| [(0, seq, true), (0, seq, false)])
+        .collect();
+    assert_eq!(events(&log), expected);
+    assert_eq!(gauge.max(), 1);
+    app.stop().await.expect("clean stop");
+}
+
+/// `workers(n)` runs up to n at once, and never more.
+#[tokio::test(start_paused = true)]
+async fn workers_run_up_to_n_at_once() {
+    for n in [2_usize, 4] {
+        let gauge = Gauge::default();
+        let g = gauge.clone();
+        let app = TestApp::start(|b| {
+            App::new(b).mount(Mount::new("q").workers(n), move |_: u32| {
+                let g = g.clone();
+                async move {
+                    let _running = g.enter();
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            })
+        })
+        .await;
+        let started = Instant::now();
+        for i in 0..10 {
+            app.publish("q", &i).await;
+        }
+        settle(&app).await;
+        assert_eq!(gauge.max(), n, "workers({n})");
+        assert_eq!(gauge.started(), 10);
+        let rounds = 10_u32.div_ceil(u32::try_from(n).expect("small"));
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_millis(100) * rounds
+                && took < Duration::from_millis(100) * rounds + Duration::from_millis(50),
+            "workers({n}): 10 messages of 100 ms took {took:?}"
+        );
+        assert!(app.broker().is_idle());
+        app.stop().await.expect("clean stop");
+    }
+}
+
+/// `lanes(n, key)`: deliveries with the same key one at a time in order; different keys at
+/// the same time.
+#[tokio::test(start_paused = true)]
+async fn lanes_keep_per_key_order_while_keys_overlap() {
+    let (gauge, log) = (Gauge::default(), Log::default());
+    let per_key = [Gauge::default(), Gauge::default()];
+    let (g, l, k) = (gauge.clone(), log.clone(), per_key.clone());
+    let app = TestApp::start(|b| {
+        App::new(b).mount(
+            Mount::new("q").lanes(2, key_of),
+            move |headers: ruststream::Headers, seq: u32| {
+                let (g, l, k) = (g.clone(), l.clone(), k.clone());
+                let key: u64 = headers
+                    .get_str("key")
+                    .and_then(|k| k.parse().ok())
+                    .unwrap_or(9);
+                async move {
+                    let _running = g.enter();
+                    let _in_key = k[usize::try_from(key).expect("small")].enter();
+                    push(&l, (key, seq, true));
+                    // Key 0 is slow, key 1 quick; later messages quicker than earlier ones.
+                    let ms = if key == 0 { 50 } else { 10 } + 5 * u64::from(6 - seq);
+                    tokio::time::sleep(Duration::from_millis(ms)).await;
+                    push(&l, (key, seq, false));
+                }
+            },
+        )
+    })
+    .await;
+    for seq in 0..6_u32 {
+        for key in ["0", "1"] {
+            app.publisher()
+                .message("q", &seq)
+                .header("key", key)
+                .send()
+                .await
+                .expect("published");
+        }
+    }
+    settle(&app).await;
+    let all = events(&log);
+    for key in [0, 1] {
+        let starts: Vec<_> = all
+            .iter()
+            .filter(|e| e.0 == key && e.2)
+            .map(|e| e.1)
+            .collect();
+        assert_eq!(starts, [0, 1, 2, 3, 4, 5], "key {key} in order");
+        assert_eq!(per_key[key as usize].max(), 1, "key {key} one at a time");
+    }
+    assert_eq!(gauge.max(), 2, "the two keys overlapped");
+    // The quick key finished before the slow one: the keys did not wait for each other.
+    let last_of = |key| all.iter().rposition(|e| *e == (key, 5, false));
+    assert!(last_of(1) < last_of(0), "{all:?}");
+    app.stop().await.expect("clean stop");
+}
+
+/// Back-pressure: while the handlers are full, the subscription is not polled, so the
+/// broker holds at most as many unsettled deliveries as can be handled (plus, for lanes,
+/// what waits in the lanes), and the rest stay ready.
+#[tokio::test(start_paused = true)]
+async fn blocked_handlers_hold_back_the_subscription() {
+    let modes: [(&str, Concurrency, usize, usize); 3] = [
+        ("sequential", |m| m, 1, 1),
+        ("workers(2)", |m| m.workers(2), 2, 2),
+        // Two lanes: one being handled and one waiting in each, and one waiting for a lane.
+        ("lanes(2)", |m| m.lanes(2, key_of), 2, 5),
+    ];
+    for (name, concurrency, handling, held) in modes {
+        let broker = MemoryBroker::new();
+        let publish = broker.publisher();
+        for i in 0..10_u32 {
+            let message = ruststream_core::Message::new(i.to_string())
+                .with_header("key", if i % 2 == 0 { "0" } else { "1" });
+            publish
+                .publish("q".into(), message)
+                .await
+                .expect("published");
+        }
+        let (gauge, gate) = (Gauge::default(), Arc::new(Semaphore::new(0)));
+        let (g, s) = (gauge.clone(), gate.clone());
+        let app = TestApp::try_start(broker, |b| {
+            App::new(b).mount(concurrency(Mount::new("q")), move |_: u32| {
+                let (g, s) = (g.clone(), s.clone());
+                async move {
+                    let _running = g.enter();
+                    let _permit = s.acquire().await.expect("open");
+                }
+            })
+        })
+        .await
+        .expect("starts");
+        wait_until("the handlers are full", || gauge.now() == handling).await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let q = queue(app.broker(), "q");
+        assert_eq!(gauge.started(), handling, "{name}");
+        assert_eq!(
+            (q.unsettled, q.ready),
+            (held, 10 - held),
+            "{name}: the broker holds back the rest"
+        );
+        gate.add_permits(10);
+        settle(&app).await;
+        assert_eq!(gauge.started(), 10, "{name}");
+        assert!(app.broker().is_idle());
+        app.stop().await.expect("clean stop");
+    }
+}

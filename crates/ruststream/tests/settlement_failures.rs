@@ -1,0 +1,199 @@
+//! Settlements the broker does not take: the failure reaches the `after_settle` hook (and
+//! is logged), and the loop goes on with the next deliveries.
+
+mod support;
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use ruststream::memory::MemoryBroker;
+use ruststream::testing::TestApp;
+use ruststream::{App, Mount, Outcome, SettleError, Settled, ack, retry};
+use ruststream_core::{AckError, Capabilities, PublishErrorKind};
+use support::{Calls, Faulty, REFUSAL, queue, wait_until, within};
+
+/// What the `after_settle` hook saw: each settlement's failure, if any, in order.
+#[derive(Clone, Default)]
+struct Seen(Arc<Mutex<Vec<Kind>>>);
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Kind {
+    Ok,
+    Refused(String),
+    Unsupported,
+    CopyRefused(String),
+    Other(String),
+}
+
+impl Seen {
+    fn hook(&self) -> impl Fn(&Settled) + Send + Sync + 'static + use<> {
+        let seen = self.0.clone();
+        move |settled: &Settled| {
+            let kind = match settled.error() {
+                None => Kind::Ok,
+                Some(SettleError::Ack(AckError::Refused(why))) => Kind::Refused(why.clone()),
+                Some(SettleError::Ack(AckError::Unsupported)) => Kind::Unsupported,
+                Some(SettleError::Copy(error)) => match &error.kind {
+                    PublishErrorKind::Refused(_) => Kind::CopyRefused(error.address.clone()),
+                    other => Kind::Other(other.to_string()),
+                },
+                Some(other) => Kind::Other(other.to_string()),
+            };
+            assert_eq!(settled.is_ok(), kind == Kind::Ok);
+            seen.lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(kind);
+        }
+    }
+
+    fn all(&self) -> Vec<Kind> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+fn handler(calls: &Calls) -> impl Fn(u32) -> std::future::Ready<Outcome> + Clone + use<> {
+    let calls = calls.clone();
+    move |n: u32| {
+        calls.record(1, &Default::default(), n.to_string().as_bytes());
+        std::future::ready(if n == 0 { retry() } else { ack() })
+    }
+}
+
+fn payloads(calls: &Calls) -> Vec<String> {
+    calls
+        .all()
+        .iter()
+        .map(|c| String::from_utf8_lossy(&c.payload).into_owned())
+        .collect()
+}
+
+/// A broker that refuses one settlement: the refusal reaches the hook, the next deliveries
+/// are handled and settled, and the refused delivery stays with the broker, unsettled,
+/// until the consumer goes away.
+#[tokio::test(start_paused = true)]
+async fn a_refused_settlement_is_reported_and_the_loop_goes_on() {
+    let calls = Calls::default();
+    let seen = Seen::default();
+    let app = TestApp::try_start(MemoryBroker::new(), |b| {
+        App::new(Faulty::new(b).refuse_settlement_if(|d| &d.payload()[..] == b"2"))
+            .mount("q", handler(&calls))
+            .after_settle(seen.hook())
+    })
+    .await
+    .expect("starts");
+    for n in 1..=4 {
+        app.publish("q", &n).await;
+    }
+    wait_until("four settlements", || seen.all().len() == 4).await;
+    assert_eq!(payloads(&calls), ["1", "2", "3", "4"]);
+    assert_eq!(
+        seen.all(),
+        [
+            Kind::Ok,
+            Kind::Refused(REFUSAL.to_owned()),
+            Kind::Ok,
+            Kind::Ok
+        ]
+    );
+    let ok: Vec<_> = app.settlements().iter().map(|r| r.ok).collect();
+    assert_eq!(ok, [true, false, true, true]);
+    let q = queue(app.broker(), "q");
+    assert_eq!(
+        (q.ready, q.unsettled),
+        (0, 1),
+        "only the refused one is held"
+    );
+    assert!(!app.is_stopping());
+    let broker = app.broker().clone();
+    within("stop", app.stop()).await.expect("clean stop");
+    assert_eq!(
+        broker.messages("q").len(),
+        1,
+        "the refused delivery came back"
+    );
+    assert_eq!(&broker.messages("q")[0].payload[..], b"2");
+}
+
+/// A form that cannot settle: every `ack` is `AckError::Unsupported`, reported, and the
+/// next delivery is handled all the same.
+#[tokio::test(start_paused = true)]
+async fn unsupported_settlements_are_reported_and_the_loop_goes_on() {
+    let calls = Calls::default();
+    let seen = Seen::default();
+    let app = TestApp::start_with(Capabilities::NONE, |b| {
+        App::new(b)
+            .mount("q", handler(&calls))
+            .after_settle(seen.hook())
+    })
+    .await;
+    for n in 1..=3 {
+        app.publish("q", &n).await;
+    }
+    wait_until("three settlements", || seen.all().len() == 3).await;
+    assert_eq!(payloads(&calls), ["1", "2", "3"]);
+    assert_eq!(seen.all(), vec![Kind::Unsupported; 3]);
+    assert!(app.broker().is_idle());
+    app.stop().await.expect("clean stop");
+}
+
+/// A form that counts but cannot requeue, with a cap declared: the counted `retry()` is
+/// `AckError::Unsupported`; it is reported and the next delivery is handled.
+#[tokio::test(start_paused = true)]
+async fn a_retry_the_form_cannot_do_is_reported_and_the_loop_goes_on() {
+    let calls = Calls::default();
+    let seen = Seen::default();
+    let counts_only = Capabilities {
+        counts: true,
+        ..Capabilities::SETTLES
+    };
+    let app = TestApp::start_with(counts_only, |b| {
+        App::new(b)
+            .mount(Mount::new("q").max_attempts(3), handler(&calls))
+            .after_settle(seen.hook())
+    })
+    .await;
+    app.publish("q", &0).await;
+    app.publish("q", &1).await;
+    wait_until("two settlements", || seen.all().len() == 2).await;
+    assert_eq!(payloads(&calls), ["0", "1"]);
+    assert_eq!(seen.all(), [Kind::Unsupported, Kind::Ok]);
+    app.stop().await.expect("clean stop");
+}
+
+/// A dead-letter copy the broker refuses: the failure is reported, the original is not
+/// removed (a duplicate later, never a loss), and the loop goes on.
+#[tokio::test(start_paused = true)]
+async fn a_refused_copy_leaves_the_original_and_the_loop_goes_on() {
+    let calls = Calls::default();
+    let seen = Seen::default();
+    let app = TestApp::try_start(
+        MemoryBroker::with_capabilities(Capabilities::SETTLES),
+        |b| {
+            App::new(Faulty::new(b).refuse_publish_to("q.dead"))
+                .mount(
+                    Mount::new("q").max_attempts(1).dead_letter("q.dead"),
+                    handler(&calls),
+                )
+                .after_settle(seen.hook())
+        },
+    )
+    .await
+    .expect("starts");
+    app.publish("q", &0).await;
+    app.publish("q", &1).await;
+    wait_until("two settlements", || seen.all().len() == 2).await;
+    assert_eq!(payloads(&calls), ["0", "1"]);
+    assert_eq!(
+        seen.all(),
+        [Kind::CopyRefused("q.dead".to_owned()), Kind::Ok]
+    );
+    assert!(app.messages("q.dead").is_empty());
+    let q = queue(app.broker(), "q");
+    assert_eq!((q.ready, q.unsettled), (0, 1), "the original is still held");
+    let broker = app.broker().clone();
+    app.stop().await.expect("clean stop");
+    assert_eq!(broker.messages("q").len(), 1, "the original came back");
+    assert_eq!(&broker.messages("q")[0].payload[..], b"0");
+}
