@@ -23,7 +23,7 @@ async fn capabilities_are_settles_only() {
     ctx.cleanup().await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ack_and_drop_are_xack() {
     let ctx = ctx().await;
     let mut sub = ctx.subscribe("orders", stream(), 8).await;

@@ -108,6 +108,19 @@ impl Ctx {
             .expect("publish");
     }
 
+    /// Publishes message `n` to `address` as a list.
+    pub async fn publish_list(&self, address: &str, n: usize) {
+        self.broker
+            .redis_publisher()
+            .publish_as(
+                Address::new(address),
+                ruststream_redis::Target::List,
+                msg(n),
+            )
+            .await
+            .expect("publish to list");
+    }
+
     pub async fn xlen(&self, address: &str) -> u64 {
         self.admin.xlen(self.key(address)).await.expect("xlen")
     }
