@@ -36,9 +36,29 @@
 //!
 //! # Flow control
 //!
-//! Credit 256 by default ([`SubscribeOptions::credit`]); see the `credit` module notes
-//! in [`SubscribeOptions::credit`]: credit is granted again each time half of it has been
-//! settled, never letting the service hold more than the credit.
+//! Credit 256 by default ([`SubscribeOptions::credit`]). Each time half of it has been
+//! settled (at-most-once: taken from the stream), credit is granted again, counted from
+//! the transfers already received: `credit − held`, so the sender never runs dry while
+//! the service settles and the service never holds more than `credit` deliveries.
+//! Settlements do not wait behind the receive loop; those queued together go out as
+//! ranged dispositions.
+//!
+//! # Reconnection
+//!
+//! When the connection drops (broker restart, network, idle timeout), every link is
+//! re-attached on a new connection with back-off ([`ConnectOptions::backoff`]); the
+//! subscription's stream yields one `ConsumeError` and goes on. Deliveries of the lost
+//! link come back from the broker; settling one fails with `AckError::Disconnected`. A
+//! publish retries until [`ConnectOptions::publish_timeout`], then hands the message back.
+//!
+//! # Known limits (fe2o3-amqp 0.18)
+//!
+//! * RabbitMQ's management node needs two links of the same name on one session, which
+//!   fe2o3 refuses: queue counting is declared ([`SubscribeOptions::counts`]), not detected.
+//! * Dead-lettered messages (`x-opt-deaths`, an array of maps) do not decode in fe2o3;
+//!   the crate patches that annotation on the wire into an array of binaries (plain
+//!   `amqp://` only: under `amqps://` fe2o3 owns the TLS stream and such a message
+//!   arrives as a defective delivery that can still be settled).
 //!
 //! # Example
 //!
