@@ -322,6 +322,35 @@ mod tests {
     }
 
     #[test]
+    fn fe2o3_fails_on_the_array_of_maps_and_reads_the_patched_one() {
+        use fe2o3_amqp_types::messaging::MessageAnnotations;
+        // map8 { sym "x-opt-deaths": array8 [ map8 { sym "count": ulong 1 } ] }
+        let mut inner = vec![0x00, 0x02, 0xa3, 5];
+        inner.extend_from_slice(b"count");
+        inner.extend_from_slice(&[0x53, 0x01]);
+        inner[0] = (inner.len() - 1) as u8; // map8 element: size, then count + items
+        let mut array = vec![0xe0, 0, 1, 0xc1];
+        array.extend_from_slice(&inner);
+        array[1] = (array.len() - 2) as u8;
+        let mut map = vec![0xc1, 0, 2, 0xa3, 12];
+        map.extend_from_slice(b"x-opt-deaths");
+        map.extend_from_slice(&array);
+        map[1] = (map.len() - 2) as u8;
+        let mut section = vec![0x00, 0x53, 0x72];
+        section.extend_from_slice(&map);
+        assert!(
+            serde_amqp::from_slice::<MessageAnnotations>(&section).is_err(),
+            "fe2o3 0.18 cannot decode an array of maps (the reason for the patch)"
+        );
+        let mut frame = frame_with_annotations(&map);
+        patch_frame(&mut frame);
+        let start = frame.windows(3).position(|w| w == [0x00, 0x53, 0x72]).unwrap();
+        let patched = &frame[start..start + section.len()];
+        let decoded: MessageAnnotations = serde_amqp::from_slice(patched).unwrap();
+        assert_eq!(decoded.0.len(), 1);
+    }
+
+    #[test]
     fn other_frames_are_untouched() {
         let map = [0xc1, 0x05, 0x02, 0xa3, 0x01, b'd', 0x41];
         let frame = frame_with_annotations(&map);
