@@ -5,13 +5,14 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::{Acker, Address, Headers, Message, Settlement, Settling, Tag};
+use crate::{AckError, Acker, Address, Headers, Message, Settlement, Settling, Tag};
 
 /// A message received on a subscription, carrying what is needed to settle it.
 ///
 /// Settling consumes the delivery, so it cannot be settled twice. A delivery dropped
-/// without settling stays with the broker as unsettled: it comes back when the
-/// consumer goes away (AMQP link detach, a Redis pending entry claimed or re-read).
+/// without settling is abandoned ([`Acker::abandon`]): it stays with the broker as
+/// unsettled and comes back when the consumer goes away (AMQP link detach, a Redis
+/// pending entry claimed or re-read), or at once (the memory broker).
 ///
 /// ```
 /// use std::sync::Arc;
@@ -38,7 +39,8 @@ pub struct Delivery {
     broker_attempt: Option<u32>,
     // Boxed: rare, and it keeps the delivery small enough to move without a memcpy call.
     defect: Option<Box<Defect>>,
-    tag: Tag,
+    // `None` once settled; a delivery dropped while it is `Some` is abandoned.
+    tag: Option<Tag>,
     acker: Arc<dyn Acker>,
 }
 
@@ -59,7 +61,7 @@ impl Delivery {
             address,
             broker_attempt: None,
             defect: None,
-            tag,
+            tag: Some(tag),
             acker,
         }
     }
@@ -133,12 +135,32 @@ impl Delivery {
 
     /// Settles the delivery, consuming it.
     #[inline]
-    pub fn settle(self, settlement: Settlement) -> Settling {
-        let message = Message {
-            payload: self.payload,
-            headers: self.headers,
-        };
-        self.acker.settle(self.tag, message, settlement)
+    pub fn settle(mut self, settlement: Settlement) -> Settling {
+        match self.tag.take() {
+            Some(tag) => {
+                let message = self.take_message();
+                self.acker.settle(tag, message, settlement)
+            }
+            None => Settling::done(Err(AckError::Refused("already settled".into()))),
+        }
+    }
+
+    fn take_message(&mut self) -> Message {
+        Message {
+            payload: std::mem::take(&mut self.payload),
+            headers: std::mem::take(&mut self.headers),
+        }
+    }
+}
+
+impl Drop for Delivery {
+    /// An unsettled delivery dropped is abandoned: [`Acker::abandon`] decides what the
+    /// broker does with it.
+    fn drop(&mut self) {
+        if let Some(tag) = self.tag.take() {
+            let message = self.take_message();
+            self.acker.abandon(tag, message);
+        }
     }
 }
 

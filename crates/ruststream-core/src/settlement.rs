@@ -68,8 +68,17 @@ impl fmt::Debug for Tag {
 /// through a connection pool, as the broker allows.
 pub trait Acker: Send + Sync + 'static {
     /// Settles the delivery known by `tag`. `message` is the delivery's payload and
-    /// headers, moved in for forms that settle by writing a copy (a durable delay queue).
+    /// headers, moved in for forms that settle by writing a copy (a durable delay queue)
+    /// or that hold messages themselves (the memory broker).
     fn settle(&self, tag: Tag, message: Message, settlement: Settlement) -> Settling;
+
+    /// Called when a delivery is dropped without being settled (a `fail_fast`, a handler
+    /// abandoned at shutdown). Brokers that keep unsettled deliveries themselves (AMQP
+    /// links, Redis pending lists) need do nothing, which is the default; the delivery
+    /// comes back when the consumer goes away.
+    fn abandon(&self, tag: Tag, message: Message) {
+        let _ = (tag, message);
+    }
 }
 
 /// The future of one settlement: finished at once, or waiting on the broker.

@@ -192,13 +192,15 @@ impl App {
                     })?;
             subscriptions.push((mount, endpoint, subscription));
         }
+        for hook in self.on_start {
+            hook();
+        }
         let mut tasks = JoinSet::new();
         for (mount, endpoint, subscription) in subscriptions {
             tracing::info!(address = %mount.address, broker = self.broker.name(), "mounted");
-            tasks.spawn(endpoint.serve(mount, subscription, runtime.clone()));
-        }
-        for hook in self.on_start {
-            hook();
+            for handling in endpoint.serve(mount, subscription, runtime.clone()) {
+                tasks.spawn(handling);
+            }
         }
         Ok(Running {
             broker: self.broker,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use ruststream_core::{BoxFuture, Subscription};
 
-use crate::dispatch::{Runtime, Worker, serve};
+use crate::dispatch::{Runtime, Worker, loops};
 use crate::extract::{AppContext, ExtractError};
 use crate::handler::Handler;
 use crate::mount::Mount;
@@ -88,12 +88,13 @@ impl fmt::Debug for Router {
 pub(crate) trait Endpoint: Send + Sync {
     fn check(&self, app: &AppContext) -> Result<(), ExtractError>;
 
+    /// The loops that handle the subscription's deliveries, to be spawned.
     fn serve(
         self: Box<Self>,
         mount: Mount,
         subscription: Subscription,
         runtime: Arc<Runtime>,
-    ) -> BoxFuture<'static, ()>;
+    ) -> Vec<BoxFuture<'static, ()>>;
 }
 
 struct Route<H, M> {
@@ -111,9 +112,9 @@ impl<H: Handler<M>, M: 'static> Endpoint for Route<H, M> {
         mount: Mount,
         subscription: Subscription,
         runtime: Arc<Runtime>,
-    ) -> BoxFuture<'static, ()> {
+    ) -> Vec<BoxFuture<'static, ()>> {
         let concurrency = mount.concurrency.clone();
         let worker = Worker::new(self.handler, mount, subscription.capabilities, runtime);
-        Box::pin(serve(worker, subscription.deliveries, concurrency))
+        loops(worker, subscription.deliveries, concurrency)
     }
 }

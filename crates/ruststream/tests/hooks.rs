@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use ruststream::memory::MemoryBroker;
 use ruststream::testing::TestApp;
 use ruststream::{App, Attempt, Cause, Outcome, Settled, ack, retry};
-use ruststream_core::{Publish, PublishErrorKind, Verdict};
+use ruststream_core::{PublishErrorKind, Verdict};
 use support::{Faulty, queue, settle, wait_until, within};
 
 /// A shared list of events, in the order they happened.
@@ -223,9 +223,9 @@ async fn hooks_run_in_order() {
             "on_stop 2",
         ]
     );
-    // The broker closed after the on_stop hooks.
-    let closed = broker
-        .publish("q".into(), ruststream_core::Message::new("late"))
+    // The app's connection to the broker closed after the on_stop hooks.
+    let closed = publisher
+        .publish_message("q", ruststream_core::Message::new("late"))
         .await
         .expect_err("closed");
     assert!(matches!(closed.kind, PublishErrorKind::Closed));

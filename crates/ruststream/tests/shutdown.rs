@@ -271,14 +271,8 @@ async fn an_idle_app_stops_at_once() {
 /// The same as above on a multi-threaded runtime (real clock), many times over: when `stop`
 /// returns, the abandoned deliveries must be back and the abandoned handlers gone.
 ///
-/// BUG (reported): with `workers(n)` or `lanes(n, ..)` the handlers run in tasks of a
-/// `JoinSet` inside the mount's loop; aborting the loop drops that `JoinSet`, which only
-/// *asks* its tasks to abort. `stop` can return (and close the broker) while those tasks are
-/// still being cancelled on other threads: handler futures are still alive after `stop`
-/// returned, and with `workers` their deliveries are released only later (seen, right after
-/// `stop`: 2 of 4 still unsettled in about 1 round of 7 with `workers(2)`; 1 or 2 handlers
-/// still alive in about 1 round of 3 with `lanes(2)`).
-#[ignore = "BUG: stop() can return before abandoned workers/lanes tasks are gone (multi-threaded runtime)"]
+/// Every handling loop is a task of the service itself, so `stop` aborts and awaits them
+/// all before it returns.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn abandoned_handler_tasks_are_gone_when_stop_returns_on_a_multi_threaded_runtime() {
     let modes: [(&str, Concurrency); 2] = [

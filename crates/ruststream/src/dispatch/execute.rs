@@ -10,6 +10,19 @@ use ruststream_core::{
 use super::Runtime;
 use crate::settled::SettleError;
 
+/// How long a delivery that could not be settled as planned (its copy was not published,
+/// or the form cannot do what was asked) is kept unsettled before it is handed back to
+/// the broker, so that a lasting failure neither loses it nor spins.
+const HAND_BACK_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
+fn hand_back_later(delivery: Delivery, runtime: &Runtime) {
+    runtime
+        .deferred
+        .schedule(HAND_BACK_AFTER, move || async move {
+            std::mem::drop(delivery);
+        });
+}
+
 /// The execution of a plan: a bare settlement (the common case, which allocates
 /// nothing), or the slower path with a copy to publish.
 pub(super) enum Execution {
@@ -33,12 +46,23 @@ impl Execution {
 /// An immediate copy is published before the original is settled; if it cannot be
 /// published the original is left unsettled, so a failure duplicates rather than
 /// loses. A delayed copy is scheduled once the original is out of the way.
+///
+/// An outcome the form cannot carry out ([`Original::Unsupported`]) leaves the delivery
+/// as it is: on a form that settles, unsettled for a while and then handed back.
 #[inline]
-pub(super) fn execute(delivery: Delivery, plan: &Plan, runtime: &Arc<Runtime>) -> Execution {
+pub(super) fn execute(
+    delivery: Delivery,
+    plan: &Plan,
+    settles: bool,
+    runtime: &Arc<Runtime>,
+) -> Execution {
     match (&plan.copy, plan.original) {
         (None, Original::Settle(settlement)) => Execution::Settle(delivery.settle(settlement)),
         (None, Original::Unsupported) => {
             tracing::debug!("settlement not supported by this subscription");
+            if settles {
+                hand_back_later(delivery, runtime);
+            }
             Execution::Done(Err(AckError::Unsupported.into()))
         }
         (None, Original::Untouched) => Execution::Done(Ok(())),
@@ -57,7 +81,10 @@ pub(super) fn execute(delivery: Delivery, plan: &Plan, runtime: &Arc<Runtime>) -
             let runtime = runtime.clone();
             Execution::Copy(Box::pin(async move {
                 let Some(delay) = delay else {
-                    runtime.publish.publish(to, message).await?;
+                    if let Err(error) = runtime.publish.publish(to, message).await {
+                        hand_back_later(delivery, &runtime);
+                        return Err(error.into());
+                    }
                     return settle_original(delivery, original, &runtime).await;
                 };
                 settle_original(delivery, original, &runtime).await?;

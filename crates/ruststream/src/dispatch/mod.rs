@@ -8,9 +8,8 @@ mod worker;
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 
-use ruststream_core::{DeliveryStream, Publish};
+use ruststream_core::{BoxFuture, DeliveryStream, Publish};
 use tokio::sync::mpsc;
-use tokio::task::JoinSet;
 
 use crate::extract::AppContext;
 use crate::mount::Concurrency;
@@ -32,71 +31,74 @@ pub(crate) struct Runtime {
     pub(crate) in_flight: AtomicUsize,
 }
 
-/// Runs `worker` over `deliveries` with the mount's concurrency until the stream ends
-/// or the service stops.
-pub(crate) async fn serve<W: Process>(
+/// The loops that run `worker` over `deliveries` with the mount's concurrency, until the
+/// stream ends or the service stops: one for sequential handling, `n` workers sharing
+/// the stream, or a reader feeding `n` ordered lanes. The caller spawns them, so that a
+/// stop can abort and await every one.
+pub(crate) fn loops<W: Process>(
     worker: W,
     mut deliveries: DeliveryStream,
     concurrency: Concurrency,
-) {
+) -> Vec<BoxFuture<'static, ()>> {
     let worker = Arc::new(worker);
     match concurrency {
-        Concurrency::Sequential => {
+        Concurrency::Sequential => vec![Box::pin(async move {
             let shutdown = &worker.runtime().shutdown;
             while let Some(item) = shutdown.next(&mut deliveries).await {
                 if !worker.take(item).await {
                     break;
                 }
             }
-        }
+        })],
         Concurrency::Workers(n) => {
             let deliveries = Arc::new(tokio::sync::Mutex::new(deliveries));
-            let mut tasks = JoinSet::new();
-            for _ in 0..n {
-                let worker = worker.clone();
-                let deliveries = deliveries.clone();
-                tasks.spawn(async move {
-                    loop {
-                        let item = {
-                            let mut stream = deliveries.lock().await;
-                            worker.runtime().shutdown.next(&mut stream).await
-                        };
-                        let Some(item) = item else { break };
-                        if !worker.take(item).await {
-                            break;
+            (0..n)
+                .map(|_| {
+                    let worker = worker.clone();
+                    let deliveries = deliveries.clone();
+                    Box::pin(async move {
+                        loop {
+                            let item = {
+                                let mut stream = deliveries.lock().await;
+                                worker.runtime().shutdown.next(&mut stream).await
+                            };
+                            let Some(item) = item else { break };
+                            if !worker.take(item).await {
+                                break;
+                            }
                         }
-                    }
-                });
-            }
-            while tasks.join_next().await.is_some() {}
+                    }) as BoxFuture<'static, ()>
+                })
+                .collect()
         }
         Concurrency::Lanes { lanes, key } => {
-            let mut tasks = JoinSet::new();
+            let mut loops: Vec<BoxFuture<'static, ()>> = Vec::with_capacity(lanes + 1);
             let mut senders = Vec::with_capacity(lanes);
             for _ in 0..lanes {
                 let (tx, mut rx) = mpsc::channel(1);
                 senders.push(tx);
                 let worker = worker.clone();
-                tasks.spawn(async move {
+                loops.push(Box::pin(async move {
                     while let Some(item) = rx.recv().await {
                         if !worker.take(item).await {
                             break;
                         }
                     }
-                });
+                }));
             }
-            let shutdown = &worker.runtime().shutdown;
-            while let Some(item) = shutdown.next(&mut deliveries).await {
-                let lane = match &item {
-                    Ok(delivery) => (key(delivery) % senders.len() as u64) as usize,
-                    Err(_) => 0,
-                };
-                if senders[lane].send(item).await.is_err() {
-                    break;
+            loops.push(Box::pin(async move {
+                let shutdown = &worker.runtime().shutdown;
+                while let Some(item) = shutdown.next(&mut deliveries).await {
+                    let lane = match &item {
+                        Ok(delivery) => (key(delivery) % senders.len() as u64) as usize,
+                        Err(_) => 0,
+                    };
+                    if senders[lane].send(item).await.is_err() {
+                        break;
+                    }
                 }
-            }
-            drop(senders);
-            while tasks.join_next().await.is_some() {}
+            }));
+            loops
         }
     }
 }

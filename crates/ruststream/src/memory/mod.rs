@@ -21,6 +21,7 @@ mod queue;
 mod stream;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use ruststream_core::{
@@ -28,13 +29,17 @@ use ruststream_core::{
     SubscribeError, SubscribeSpec, Subscription,
 };
 
-use queue::Queue;
 pub use queue::Snapshot;
+use queue::{Place, Queue, Stored};
 
-/// The in-memory broker. Cloning shares it.
-#[derive(Clone)]
+/// The in-memory broker.
+///
+/// Each clone is another connection to the same queues and topics: closing one (as a
+/// stopping [`App`](crate::App) does) ends that connection's subscriptions and
+/// publishing, and leaves the other connections running.
 pub struct MemoryBroker {
     inner: Arc<Inner>,
+    connection: Arc<Connection>,
 }
 
 struct Inner {
@@ -46,7 +51,19 @@ struct Inner {
 struct State {
     queues: HashMap<Address, Arc<Queue>>,
     topics: HashMap<Address, Vec<Arc<Queue>>>,
-    closed: bool,
+}
+
+/// One connection's state: closed or not, and the queues its subscriptions wait on.
+#[derive(Default)]
+pub(crate) struct Connection {
+    closed: AtomicBool,
+    queues: Mutex<Vec<Arc<Queue>>>,
+}
+
+impl Connection {
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -56,6 +73,16 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Default for MemoryBroker {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+impl Clone for MemoryBroker {
+    /// Another connection to the same broker.
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            connection: Arc::default(),
+        }
     }
 }
 
@@ -78,13 +105,15 @@ impl MemoryBroker {
     /// A broker that declares (and honours) only `capabilities`.
     ///
     /// With `dead_letters`, a subscription's declared cap and dead letter are applied
-    /// by the broker: a requeue at the cap moves the delivery to the dead letter.
+    /// by the broker: a requeue at the cap (or any requeue, with a dead letter and no
+    /// cap) moves the delivery to the dead letter, and so does a rejection.
     pub fn with_capabilities(capabilities: Capabilities) -> Self {
         Self {
             inner: Arc::new(Inner {
                 capabilities,
                 state: Mutex::new(State::default()),
             }),
+            connection: Arc::default(),
         }
     }
 
@@ -138,32 +167,43 @@ impl MemoryBroker {
         self.snapshot().iter().all(Snapshot::is_empty)
     }
 
-    fn publish_now(&self, to: &Address, message: Message) -> Result<(), PublishError> {
-        // Share the payload before it is stored, so that handing it to a consumer is a
-        // reference-count increment rather than an allocation on the delivery path.
-        let _shared = message.payload.clone();
-        let mut state = lock(&self.inner.state);
-        if state.closed {
-            return Err(PublishError {
-                address: to.to_string(),
-                kind: PublishErrorKind::Closed,
-                message,
-            });
+    fn closed_error(to: &Address, message: Message) -> PublishError {
+        PublishError {
+            address: to.to_string(),
+            kind: PublishErrorKind::Closed,
+            message,
         }
+    }
+
+    fn publish_now(&self, to: &Address, message: Message) -> Result<(), PublishError> {
+        if self.connection.is_closed() {
+            return Err(Self::closed_error(to, message));
+        }
+        self.deliver(to, message);
+        Ok(())
+    }
+
+    /// Puts `message` on `to` (every subscription's queue, for a topic).
+    fn deliver(&self, to: &Address, message: Message) {
+        // Share the payload before it is stored, so that a topic's copies and a
+        // consumer's delivery are reference-count increments, not allocations.
+        let _shared = message.payload.clone();
+        let state = lock(&self.inner.state);
         if let Some(subscribers) = state.topics.get(to) {
             for queue in subscribers {
-                queue.push(message.clone(), 0);
+                queue.push(Stored::new(message.clone()), Place::Back);
             }
-            return Ok(());
+            return;
         }
-        let queue = state
-            .queues
-            .entry(to.clone())
-            .or_insert_with(|| Arc::new(Queue::new(to.clone())))
-            .clone();
         drop(state);
-        queue.push(message, 0);
-        Ok(())
+        self.queue(to).push(Stored::new(message), Place::Back);
+    }
+
+    /// Forgets a topic subscription's queue once its subscription ends.
+    fn unsubscribe_topic(&self, topic: &Address, queue: &Arc<Queue>) {
+        if let Some(subscribers) = lock(&self.inner.state).topics.get_mut(topic) {
+            subscribers.retain(|q| !Arc::ptr_eq(q, queue));
+        }
     }
 }
 
@@ -184,25 +224,27 @@ impl Broker for MemoryBroker {
         spec: SubscribeSpec,
     ) -> BoxFuture<'_, Result<Subscription, SubscribeError>> {
         let result = (|| {
-            let mut state = lock(&self.inner.state);
-            if state.closed {
+            if self.connection.is_closed() {
                 return Err(SubscribeError::Closed);
             }
-            let queue = if let Some(subscribers) = state.topics.get_mut(&spec.address) {
+            let mut state = lock(&self.inner.state);
+            let (queue, topic) = if let Some(subscribers) = state.topics.get_mut(&spec.address) {
                 let queue = Arc::new(Queue::new(spec.address.clone()));
                 subscribers.push(queue.clone());
-                queue
+                (queue, Some(spec.address.clone()))
             } else {
                 drop(state);
-                self.queue(&spec.address)
+                (self.queue(&spec.address), None)
             };
+            lock(&self.connection.queues).push(queue.clone());
             let caps = self.inner.capabilities;
             Ok(Subscription {
                 deliveries: Box::pin(stream::MemoryStream::new(
                     queue,
+                    topic,
                     caps,
                     spec.declaration,
-                    self.clone(),
+                    self.clone_connection(),
                 )),
                 capabilities: caps,
             })
@@ -211,20 +253,26 @@ impl Broker for MemoryBroker {
     }
 
     fn publisher(&self) -> Arc<dyn Publish> {
-        Arc::new(self.clone())
+        Arc::new(self.clone_connection())
     }
 
     fn close(&self) -> BoxFuture<'_, ()> {
-        let queues: Vec<_> = {
-            let mut state = lock(&self.inner.state);
-            state.closed = true;
-            let topic_queues = state.topics.values().flatten().cloned();
-            state.queues.values().cloned().chain(topic_queues).collect()
-        };
+        self.connection.closed.store(true, Ordering::Release);
+        let queues = std::mem::take(&mut *lock(&self.connection.queues));
         for queue in queues {
-            queue.close();
+            queue.wake_all();
         }
         Box::pin(async {})
+    }
+}
+
+impl MemoryBroker {
+    /// This same connection (not a new one, as `clone` makes).
+    fn clone_connection(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            connection: self.connection.clone(),
+        }
     }
 }
 

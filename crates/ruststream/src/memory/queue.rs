@@ -1,28 +1,40 @@
-//! One queue of the memory broker: ready messages, messages out for delivery, waiters.
+//! One queue of the memory broker: ready messages, counts, waiters.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::Waker;
 
 use ruststream_core::{Address, Message};
 
 use super::lock;
 
-/// A message stored in a queue with the number of times it was delivered.
+/// A message waiting in a queue, with the number of times it was delivered before and
+/// its place in the queue's order.
 pub(super) struct Stored {
     pub(super) message: Message,
     pub(super) deliveries: u32,
+    pub(super) seq: u64,
 }
 
-enum Slot {
-    Free {
-        generation: u32,
-    },
-    Out {
-        generation: u32,
-        consumer: u64,
-        stored: Stored,
-    },
+impl Stored {
+    /// A new message; it gets its place when pushed.
+    pub(super) fn new(message: Message) -> Self {
+        Self {
+            message,
+            deliveries: 0,
+            seq: 0,
+        }
+    }
+}
+
+/// Where a message goes back into a queue.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Place {
+    /// At the back, as a new message (published, requeued).
+    Back,
+    /// Where it was, before every later message (handed back unsettled).
+    Kept,
 }
 
 /// Counts of one queue at one moment.
@@ -47,36 +59,37 @@ impl Snapshot {
     }
 }
 
+/// A queue. A delivered message is not kept here: its [`Delivery`](ruststream_core::Delivery)
+/// carries it, and gives it back when it is requeued or dropped unsettled.
 pub(super) struct Queue {
     address: Address,
     state: Mutex<State>,
+    unsettled: AtomicUsize,
 }
 
 #[derive(Default)]
 struct State {
     ready: VecDeque<Stored>,
-    slots: Vec<Slot>,
-    free: Vec<u32>,
-    unsettled: usize,
     delayed: usize,
     waiters: Vec<Waker>,
-    closed: bool,
-    next_consumer: u64,
     consumers: usize,
+    next_seq: u64,
 }
 
-/// A message handed to a consumer: what it needs to build a delivery.
-pub(super) struct Taken {
-    pub(super) message: Message,
-    pub(super) deliveries: u32,
-    pub(super) slot: u32,
-    pub(super) generation: u32,
-}
-
-pub(super) enum Poll {
-    Taken(Taken),
-    Empty,
-    Closed,
+impl State {
+    fn insert(&mut self, mut stored: Stored, place: Place) {
+        match place {
+            Place::Back => {
+                self.next_seq += 1;
+                stored.seq = self.next_seq;
+                self.ready.push_back(stored);
+            }
+            Place::Kept => {
+                let at = self.ready.partition_point(|s| s.seq < stored.seq);
+                self.ready.insert(at, stored);
+            }
+        }
+    }
 }
 
 impl Queue {
@@ -84,6 +97,7 @@ impl Queue {
         Self {
             address,
             state: Mutex::new(State::default()),
+            unsettled: AtomicUsize::new(0),
         }
     }
 
@@ -91,127 +105,49 @@ impl Queue {
         &self.address
     }
 
-    pub(super) fn new_consumer(&self) -> u64 {
-        let mut state = lock(&self.state);
-        state.next_consumer += 1;
-        state.consumers += 1;
-        state.next_consumer
+    pub(super) fn add_consumer(&self) {
+        lock(&self.state).consumers += 1;
     }
 
-    pub(super) fn push(&self, message: Message, deliveries: u32) {
-        let waiters = {
-            let mut state = lock(&self.state);
-            state.ready.push_back(Stored {
-                message,
-                deliveries,
-            });
-            std::mem::take(&mut state.waiters)
-        };
+    pub(super) fn remove_consumer(&self) {
+        lock(&self.state).consumers -= 1;
+    }
+
+    fn wake(waiters: Vec<Waker>) {
         waiters.into_iter().for_each(Waker::wake);
     }
 
-    /// Takes the next ready message for `consumer`; `track` keeps it until settled.
-    pub(super) fn take(&self, consumer: u64, track: bool, waker: &Waker) -> Poll {
+    /// Puts a message in the queue at `place`.
+    pub(super) fn push(&self, stored: Stored, place: Place) {
+        let waiters = {
+            let mut state = lock(&self.state);
+            state.insert(stored, place);
+            std::mem::take(&mut state.waiters)
+        };
+        Self::wake(waiters);
+    }
+
+    /// Takes the next ready message, or registers `waker` for the next push; `track`
+    /// counts it as unsettled until [`Self::settled`].
+    pub(super) fn take(&self, track: bool, waker: &Waker) -> Option<Stored> {
         let mut state = lock(&self.state);
-        if state.closed {
-            return Poll::Closed;
-        }
         let Some(mut stored) = state.ready.pop_front() else {
             if !state.waiters.iter().any(|w| w.will_wake(waker)) {
                 state.waiters.push(waker.clone());
             }
-            return Poll::Empty;
-        };
-        stored.deliveries += 1;
-        let deliveries = stored.deliveries;
-        if !track {
-            return Poll::Taken(Taken {
-                message: stored.message,
-                deliveries,
-                slot: u32::MAX,
-                generation: 0,
-            });
-        }
-        let message = stored.message.clone();
-        let out = |generation| Slot::Out {
-            generation,
-            consumer,
-            stored,
-        };
-        let (slot, generation) = match state.free.pop() {
-            Some(slot) => {
-                let entry = &mut state.slots[slot as usize];
-                let generation = match entry {
-                    Slot::Free { generation } => generation.wrapping_add(1),
-                    // Never: a slot on the free list is free.
-                    Slot::Out { .. } => 0,
-                };
-                *entry = out(generation);
-                (slot, generation)
-            }
-            None => {
-                let slot = u32::try_from(state.slots.len()).unwrap_or(u32::MAX);
-                state.slots.push(out(0));
-                (slot, 0)
-            }
-        };
-        state.unsettled += 1;
-        Poll::Taken(Taken {
-            message,
-            deliveries,
-            slot,
-            generation,
-        })
-    }
-
-    /// Removes a message out for delivery; `None` if it is no longer out (its
-    /// consumer went away and it was handed back).
-    pub(super) fn finish(&self, slot: u32, generation: u32) -> Option<Stored> {
-        let mut state = lock(&self.state);
-        let entry = state.slots.get_mut(slot as usize)?;
-        match entry {
-            Slot::Out { generation: g, .. } if *g == generation => {}
-            _ => return None,
-        }
-        let Slot::Out { stored, .. } = std::mem::replace(entry, Slot::Free { generation }) else {
             return None;
         };
-        state.free.push(slot);
-        state.unsettled -= 1;
+        drop(state);
+        stored.deliveries += 1;
+        if track {
+            self.unsettled.fetch_add(1, Ordering::AcqRel);
+        }
         Some(stored)
     }
 
-    /// Hands every message out to `consumer` back to the front of the queue, in order,
-    /// as `consumer` goes away.
-    pub(super) fn release(&self, consumer: u64) {
-        let waiters = {
-            let mut state = lock(&self.state);
-            state.consumers -= 1;
-            let mut back = Vec::new();
-            for (index, entry) in state.slots.iter_mut().enumerate() {
-                if let Slot::Out {
-                    consumer: c,
-                    generation,
-                    ..
-                } = entry
-                    && *c == consumer
-                {
-                    let generation = *generation;
-                    if let Slot::Out { stored, .. } =
-                        std::mem::replace(entry, Slot::Free { generation })
-                    {
-                        back.push((index, stored));
-                    }
-                }
-            }
-            for (index, stored) in back.into_iter().rev() {
-                state.free.push(u32::try_from(index).unwrap_or(u32::MAX));
-                state.unsettled -= 1;
-                state.ready.push_front(stored);
-            }
-            std::mem::take(&mut state.waiters)
-        };
-        waiters.into_iter().for_each(Waker::wake);
+    /// A delivered message was settled (or handed back).
+    pub(super) fn settled(&self) {
+        self.unsettled.fetch_sub(1, Ordering::AcqRel);
     }
 
     pub(super) fn delay_started(&self) {
@@ -222,19 +158,16 @@ impl Queue {
         let waiters = {
             let mut state = lock(&self.state);
             state.delayed -= 1;
-            state.ready.push_back(stored);
+            state.insert(stored, Place::Back);
             std::mem::take(&mut state.waiters)
         };
-        waiters.into_iter().for_each(Waker::wake);
+        Self::wake(waiters);
     }
 
-    pub(super) fn close(&self) {
-        let waiters = {
-            let mut state = lock(&self.state);
-            state.closed = true;
-            std::mem::take(&mut state.waiters)
-        };
-        waiters.into_iter().for_each(Waker::wake);
+    /// Wakes every waiting consumer, to look again (their connection closed).
+    pub(super) fn wake_all(&self) {
+        let waiters = std::mem::take(&mut lock(&self.state).waiters);
+        Self::wake(waiters);
     }
 
     pub(super) fn snapshot(&self) -> Snapshot {
@@ -242,7 +175,7 @@ impl Queue {
         Snapshot {
             address: self.address.clone(),
             ready: state.ready.len(),
-            unsettled: state.unsettled,
+            unsettled: self.unsettled.load(Ordering::Acquire),
             delayed: state.delayed,
             consumers: state.consumers,
         }

@@ -7,17 +7,18 @@ use std::time::Duration;
 
 use futures_core::Stream;
 use ruststream_core::{
-    AckError, Acker, Capabilities, ConsumeError, Declaration, Delivery, HeaderValue, Message,
-    RETRY_COUNT, Settlement, Settling, Tag,
+    AckError, Acker, Address, Capabilities, ConsumeError, Declaration, Delivery, HeaderValue,
+    Message, RETRY_COUNT, Settlement, Settling, Tag,
 };
 
 use super::MemoryBroker;
-use super::queue::{self, Queue, Stored};
+use super::queue::{Place, Queue, Stored};
 
 pub(super) struct MemoryStream {
     queue: Arc<Queue>,
-    consumer: u64,
     acker: Arc<MemoryAcker>,
+    /// The topic, for a topic subscription's own queue.
+    topic: Option<Address>,
 }
 
 struct MemoryAcker {
@@ -30,11 +31,12 @@ struct MemoryAcker {
 impl MemoryStream {
     pub(super) fn new(
         queue: Arc<Queue>,
+        topic: Option<Address>,
         capabilities: Capabilities,
         declaration: Declaration,
         broker: MemoryBroker,
     ) -> Self {
-        let consumer = queue.new_consumer();
+        queue.add_consumer();
         Self {
             acker: Arc::new(MemoryAcker {
                 queue: queue.clone(),
@@ -43,7 +45,7 @@ impl MemoryStream {
                 broker,
             }),
             queue,
-            consumer,
+            topic,
         }
     }
 }
@@ -52,32 +54,38 @@ impl Stream for MemoryStream {
     type Item = Result<Delivery, ConsumeError>;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let caps = self.acker.capabilities;
-        match self.queue.take(self.consumer, caps.settles, cx.waker()) {
-            queue::Poll::Closed => Poll::Ready(None),
-            queue::Poll::Empty => Poll::Pending,
-            queue::Poll::Taken(taken) => {
-                let acker: Arc<dyn Acker> = self.acker.clone();
-                let delivery = Delivery::new(
-                    taken.message.payload,
-                    taken.message.headers,
-                    self.queue.address().clone(),
-                    Tag::Pair(u64::from(taken.slot), u64::from(taken.generation)),
-                    acker,
-                );
-                Poll::Ready(Some(Ok(if caps.counts {
-                    delivery.with_broker_attempt(taken.deliveries)
-                } else {
-                    delivery
-                })))
-            }
+        if self.acker.broker.connection.is_closed() {
+            return Poll::Ready(None);
         }
+        let caps = self.acker.capabilities;
+        let Some(stored) = self.queue.take(caps.settles, cx.waker()) else {
+            return Poll::Pending;
+        };
+        let acker: Arc<dyn Acker> = self.acker.clone();
+        // The tag carries the delivery count and the place in the queue, so a requeue
+        // keeps the count and a delivery handed back keeps its place.
+        let tag = Tag::Pair(u64::from(stored.deliveries), stored.seq);
+        let delivery = Delivery::new(
+            stored.message.payload,
+            stored.message.headers,
+            self.queue.address().clone(),
+            tag,
+            acker,
+        );
+        Poll::Ready(Some(Ok(if caps.counts {
+            delivery.with_broker_attempt(stored.deliveries)
+        } else {
+            delivery
+        })))
     }
 }
 
 impl Drop for MemoryStream {
     fn drop(&mut self) {
-        self.queue.release(self.consumer);
+        self.queue.remove_consumer();
+        if let Some(topic) = &self.topic {
+            self.acker.broker.unsubscribe_topic(topic, &self.queue);
+        }
     }
 }
 
@@ -94,7 +102,7 @@ impl MemoryAcker {
             return Ok(());
         }
         let Some(delay) = delay else {
-            self.queue.push(stored.message, stored.deliveries);
+            self.queue.push(stored, Place::Back);
             return Ok(());
         };
         if !caps.counts {
@@ -107,8 +115,9 @@ impl MemoryAcker {
                 .insert(RETRY_COUNT, HeaderValue::from(laps));
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            self.queue.push(stored, Place::Back);
             return Err(AckError::Refused(
-                "no tokio runtime for a delayed requeue".into(),
+                "no tokio runtime for a delayed requeue; requeued now".into(),
             ));
         };
         let queue = self.queue.clone();
@@ -122,47 +131,61 @@ impl MemoryAcker {
 
     fn dead_letter(&self, message: Message) {
         if let Some(to) = &self.declaration.dead_letter {
-            // Publishing to the memory broker is synchronous and fails only once closed.
-            if let Err(error) = self.broker.publish_now(to, message) {
-                tracing::warn!(%error, "memory broker: dead letter lost at shutdown");
-            }
+            // Broker-side: not refused when the consumer's own connection is closing.
+            self.broker.deliver(to, message);
+        }
+    }
+
+    fn stored(tag: &Tag, message: Message) -> Stored {
+        let (deliveries, seq) = match *tag {
+            Tag::Pair(deliveries, seq) => (u32::try_from(deliveries).unwrap_or(u32::MAX), seq),
+            _ => (1, 0),
+        };
+        Stored {
+            message,
+            deliveries,
+            seq,
         }
     }
 }
 
 impl Acker for MemoryAcker {
-    fn settle(&self, tag: Tag, _message: Message, settlement: Settlement) -> Settling {
+    fn settle(&self, tag: Tag, message: Message, settlement: Settlement) -> Settling {
         let caps = self.capabilities;
         if !caps.settles {
             return Settling::done(Err(AckError::Unsupported));
         }
-        let Tag::Pair(slot, generation) = tag else {
-            return Settling::done(Err(AckError::Refused("not a memory-broker tag".into())));
-        };
-        let (Ok(slot), Ok(generation)) = (u32::try_from(slot), u32::try_from(generation)) else {
-            return Settling::done(Err(AckError::Refused("not a memory-broker tag".into())));
-        };
+        self.queue.settled();
         let supported = match settlement {
             Settlement::Accept | Settlement::Reject | Settlement::Remove => true,
             Settlement::Requeue => caps.requeues,
             Settlement::RequeueAfter(_) => caps.delays,
         };
         if !supported {
+            // Not settled after all: the message stays with the broker, in its place.
+            self.queue.push(Self::stored(&tag, message), Place::Kept);
             return Settling::done(Err(AckError::Unsupported));
         }
-        let Some(stored) = self.queue.finish(slot, generation) else {
-            return Settling::done(Err(AckError::Disconnected));
-        };
         Settling::done(match settlement {
             Settlement::Accept | Settlement::Remove => Ok(()),
             Settlement::Reject => {
                 if caps.dead_letters {
-                    self.dead_letter(stored.message);
+                    self.dead_letter(message);
                 }
                 Ok(())
             }
-            Settlement::Requeue => self.requeue(stored, None),
-            Settlement::RequeueAfter(delay) => self.requeue(stored, Some(delay)),
+            Settlement::Requeue => self.requeue(Self::stored(&tag, message), None),
+            Settlement::RequeueAfter(delay) => {
+                self.requeue(Self::stored(&tag, message), Some(delay))
+            }
         })
+    }
+
+    fn abandon(&self, tag: Tag, message: Message) {
+        if !self.capabilities.settles {
+            return;
+        }
+        self.queue.settled();
+        self.queue.push(Self::stored(&tag, message), Place::Kept);
     }
 }

@@ -266,6 +266,9 @@ pub const REFUSAL: &str = "refused by the test broker";
 
 struct FaultyAcker {
     held: Mutex<HashMap<u64, (Delivery, bool)>>,
+    /// Deliveries whose settlement was refused: kept, so they stay unsettled with the
+    /// memory broker (dropping one would hand it back at once).
+    refused: Mutex<Vec<Delivery>>,
 }
 
 impl Acker for FaultyAcker {
@@ -281,7 +284,13 @@ impl Acker for FaultyAcker {
         match held {
             None => Settling::done(Err(AckError::Refused("unknown delivery".into()))),
             // Refused: the memory broker's delivery stays unsettled.
-            Some((_inner, true)) => Settling::done(Err(AckError::Refused(REFUSAL.into()))),
+            Some((inner, true)) => {
+                self.refused
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(inner);
+                Settling::done(Err(AckError::Refused(REFUSAL.into())))
+            }
             Some((inner, false)) => inner.settle(settlement),
         }
     }
@@ -300,6 +309,7 @@ impl Broker for Faulty {
             let inner = self.inner.subscribe(spec).await?;
             let acker = Arc::new(FaultyAcker {
                 held: Mutex::new(HashMap::new()),
+                refused: Mutex::new(Vec::new()),
             });
             let next = Arc::new(AtomicU64::new(0));
             let refuse = self.refuse_settlement.clone();
