@@ -1,6 +1,9 @@
 //! Carrying out a plan: the copy, then the original's settlement.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use ruststream_core::{
     AckError, BoxFuture, Delivery, HeaderValue, Message, Original, Plan, RETRY_COUNT, Settlement,
@@ -31,12 +34,15 @@ pub(super) enum Execution {
     Done(Result<(), SettleError>),
 }
 
-impl Execution {
-    pub(super) async fn finish(self) -> Result<(), SettleError> {
-        match self {
-            Self::Settle(settling) => settling.await.map_err(SettleError::Ack),
-            Self::Copy(future) => future.await,
-            Self::Done(result) => result,
+impl Future for Execution {
+    type Output = Result<(), SettleError>;
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.get_mut() {
+            Self::Settle(settling) => Pin::new(settling).poll(cx).map_err(SettleError::Ack),
+            Self::Copy(future) => future.as_mut().poll(cx),
+            Self::Done(result) => Poll::Ready(std::mem::replace(result, Ok(()))),
         }
     }
 }
@@ -49,8 +55,21 @@ impl Execution {
 ///
 /// An outcome the form cannot carry out ([`Original::Unsupported`]) leaves the delivery
 /// as it is: on a form that settles, unsettled for a while and then handed back.
-#[inline]
+#[inline(always)]
 pub(super) fn execute(
+    delivery: Delivery,
+    plan: &Plan,
+    settles: bool,
+    runtime: &Arc<Runtime>,
+) -> Execution {
+    if let (None, Original::Settle(settlement)) = (&plan.copy, plan.original) {
+        return Execution::Settle(delivery.settle(settlement));
+    }
+    execute_slow(delivery, plan, settles, runtime)
+}
+
+#[inline(never)]
+fn execute_slow(
     delivery: Delivery,
     plan: &Plan,
     settles: bool,

@@ -146,9 +146,7 @@ impl<H: Handler<M>, M: 'static> Process for Worker<H, M> {
         }
         let watched = outcome.after.is_some() || !self.runtime.after_settle.is_empty();
         let address = watched.then(|| delivery.address().clone());
-        let result = execute(delivery, &plan, self.capabilities.settles, &self.runtime)
-            .finish()
-            .await;
+        let result = execute(delivery, &plan, self.capabilities.settles, &self.runtime).await;
         if let Err(error) = &result {
             tracing::warn!(address = %self.mount.address, %error, "settlement failed; going on");
         }
