@@ -60,11 +60,23 @@ fn describe(plan: &Plan) -> String {
     }
 }
 
+/// The broker a URL names: none is the in-memory broker.
 async fn connect(url: Option<&str>) -> Result<Arc<dyn Broker>, String> {
-    match url {
-        None => Ok(Arc::new(MemoryBroker::new())),
-        Some(url) => Err(format!(
-            "unsupported broker url: {url} (this build knows the memory broker)"
+    let Some(url) = url else {
+        return Ok(Arc::new(MemoryBroker::new()));
+    };
+    let scheme = url.split_once("://").map_or("", |(scheme, _)| scheme);
+    match scheme {
+        "redis" | "rediss" | "redis-cluster" => ruststream_redis::RedisBroker::connect(url)
+            .await
+            .map(|b| Arc::new(b) as Arc<dyn Broker>)
+            .map_err(|e| format!("redis: {e}")),
+        "amqp" | "amqps" => ruststream_amqp::AmqpBroker::connect(url)
+            .await
+            .map(|b| Arc::new(b) as Arc<dyn Broker>)
+            .map_err(|e| format!("amqp: {e}")),
+        _ => Err(format!(
+            "unknown broker url {url}: use redis://, rediss://, amqp:// or amqps://"
         )),
     }
 }

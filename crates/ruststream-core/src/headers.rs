@@ -16,11 +16,25 @@ pub const MESSAGE_ID: &str = "message-id";
 /// `x-ruststream-retry-count`: how many times the runtime has copied the message for a retry.
 pub const RETRY_COUNT: &str = "x-ruststream-retry-count";
 
-/// A header name: text, shared cheaply.
-#[derive(Clone, PartialEq, Eq, Hash)]
+/// A header name: text, shared cheaply. Names compare by their text, however stored.
+#[derive(Clone)]
 pub struct HeaderName(Name);
 
-#[derive(Clone, PartialEq, Eq, Hash)]
+impl PartialEq for HeaderName {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for HeaderName {}
+
+impl std::hash::Hash for HeaderName {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
+    }
+}
+
+#[derive(Clone)]
 enum Name {
     Static(&'static str),
     Shared(Arc<str>),
@@ -267,6 +281,16 @@ mod tests {
         assert_eq!(h.get_str("a"), Some("3"));
         h.remove("a");
         assert!(h.is_empty());
+    }
+
+    #[test]
+    fn insert_replaces_a_name_however_it_is_stored() {
+        let mut h: Headers = [(HeaderName::from(String::from(RETRY_COUNT)), "1")]
+            .into_iter()
+            .collect();
+        h.insert(RETRY_COUNT, "2");
+        assert_eq!(h.len(), 1);
+        assert_eq!(h.retry_count(), 2);
     }
 
     #[test]
