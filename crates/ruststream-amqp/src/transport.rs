@@ -344,7 +344,10 @@ mod tests {
         );
         let mut frame = frame_with_annotations(&map);
         patch_frame(&mut frame);
-        let start = frame.windows(3).position(|w| w == [0x00, 0x53, 0x72]).unwrap();
+        let start = frame
+            .windows(3)
+            .position(|w| w == [0x00, 0x53, 0x72])
+            .unwrap();
         let patched = &frame[start..start + section.len()];
         let decoded: MessageAnnotations = serde_amqp::from_slice(patched).unwrap();
         assert_eq!(decoded.0.len(), 1);
