@@ -1,7 +1,95 @@
-//! Redis adapter for ruststream.
+//! Redis adapter for ruststream: streams, claiming, reliable lists, plain lists and
+//! Pub/Sub (channel and pattern) behind [`ruststream_core::Broker`].
 //!
-//! (crate docs: see below)
-
+//! [`RedisBroker::connect`] takes `redis://[user:password@]host[:port][/db]` (`rediss://`
+//! with the `tls` feature; `redis-cluster://host:port?node=host:port` for a cluster). A
+//! subscription's form comes from its options ([`Form`] or one of [`Stream`],
+//! [`Claiming`], [`ReliableList`], [`List`], [`PubSub`], [`Pattern`]); without one it is a
+//! [`Stream`] read with the consumer group `ruststream`.
+//!
+//! # Forms and settlement
+//!
+//! | form | capabilities | ack, drop, remove | requeue | requeue after `d` | attempts counted by |
+//! |---|---|---|---|---|---|
+//! | [`Stream`] | settles | `XACK` | — | — | `x-ruststream-retry-count` |
+//! | [`Stream`] + [`DelayedRetry::DurableZset`] | settles, delays | `XACK` | — | `ZADD` copy (count + 1), then `XACK` | `x-ruststream-retry-count` |
+//! | [`Claiming`] | settles, requeues, counts, delays | `XACK` | stays in the PEL | stays in the PEL (at least `min_idle`) | the PEL delivery counter |
+//! | [`ReliableList`] | settles | `LREM` from the processing list | — | — | `x-ruststream-retry-count` |
+//! | [`List`], [`PubSub`], [`Pattern`] | none | `AckError::Unsupported` | — | — | `x-ruststream-retry-count` |
+//!
+//! "—" is `AckError::Unsupported`; the runtime never asks for it, since it decides from the
+//! capabilities. Retries on the other forms are copies the runtime publishes through
+//! [`RedisBroker::publisher`](ruststream_core::Broker::publisher) before it removes the
+//! original: a stream copy is an `XADD` then `XACK`, a reliable list copy an `LPUSH` then
+//! `LREM` — a crash in between leaves a duplicate, never a loss. Settlement goes through
+//! a connection pool, never through a subscription's reading connection.
+//!
+//! A [`Stream`] subscription re-reads its own pending entries (`XREADGROUP … 0`) when it
+//! starts, so a process restarted under the same consumer name picks up what it held.
+//! The default consumer name is unique per subscription, process and host: entries held
+//! by a dead process under such a name are picked up by a [`Claiming`] subscription (or by
+//! giving replicas stable names). Each read of a `DurableZset` stream first moves at most
+//! 128 due copies back into the stream with one Lua script, so two consumers never move a
+//! copy twice and a crash never loses one. A [`ReliableList`] consumer keeps a heartbeat
+//! key; a live consumer hands the processing list of one whose heartbeat expired back to
+//! the list, atomically in Lua.
+//!
+//! # Publishing
+//!
+//! An address is published to as what it is known as on this broker: the form of a
+//! subscription opened on it, or an explicit [`RedisBroker::route`] (which wins); an
+//! unknown address is a stream. [`RedisPublisher::publish_as`] picks the target for one
+//! message. A pattern cannot be published to: its mount declares a retry address, which
+//! is published to as a channel.
+//!
+//! # Wire format (compatible with ruststream 0.7)
+//!
+//! * **Stream entry**: the body in field `_payload`, each header in a field `h:<name>`;
+//!   other fields are ignored.
+//! * **List element, Pub/Sub message**: a frame — a big-endian `u32` header count, then
+//!   per header a big-endian `u32` name length, the name, a big-endian `u32` value length,
+//!   the value; then the payload to the end. Producers `LPUSH`, consumers take from the
+//!   right (FIFO).
+//!
+//! An entry without `_payload`, a truncated frame or a header name that is not UTF-8 is
+//! delivered with [`Delivery::defect`](ruststream_core::Delivery::defect) set, and the
+//! runtime's decode-failure policy applies.
+//!
+//! # Keys
+//!
+//! Every key is the address after [`Settings::key_prefix`]. Keys derived from it share its
+//! hash slot (`{key}:delayed`, `{key}:processing:<consumer>`, `{key}:alive:<consumer>`,
+//! `{key}:consumers`), so one subscription's keys live on one cluster node.
+//!
+//! # Client
+//!
+//! The client is [fred](https://docs.rs/fred) 10: a connection pool for completion
+//! commands (automatic pipelining), reconnection with exponential back-off (100 ms to
+//! 2 s, for ever) that replays commands in flight, RESP3 and cluster support, and
+//! dedicated clients for blocking reads (`XREADGROUP BLOCK`, `BLMOVE`, `BRPOP`) plus a
+//! subscriber client that subscribes again after each reconnection. redis-rs offers the
+//! same commands but leaves pooling and re-subscription to the caller.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use ruststream_core::{Broker, Options, Settlement, SubscribeSpec};
+//! use ruststream_redis::{Claiming, RedisBroker};
+//! use futures_util::StreamExt;
+//! use std::time::Duration;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let broker = RedisBroker::connect("redis://127.0.0.1:6379").await?;
+//! let mut spec = SubscribeSpec::new("orders");
+//! spec.options.insert(Claiming::new(Duration::from_secs(30)).group("billing"));
+//! let mut subscription = broker.subscribe(spec).await?;
+//! while let Some(Ok(delivery)) = subscription.deliveries.next().await {
+//!     println!("{:?}", delivery.payload());
+//!     delivery.settle(Settlement::Accept).await?;
+//! }
+//! # Ok(())
+//! # }
+//! ```
 mod acker;
 mod broker;
 mod client;

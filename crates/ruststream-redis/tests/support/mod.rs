@@ -67,7 +67,11 @@ pub async fn ctx_at(url: &str) -> Ctx {
 /// A plain client to `url`.
 pub async fn admin(url: &str) -> Client {
     let config = Config::from_url(url).expect("url");
-    let client = Builder::from_config(config).build().expect("client");
+    let mut builder = Builder::from_config(config);
+    // The restart tests kill the server under this client too.
+    builder.set_policy(ReconnectPolicy::new_constant(0, 100));
+    builder.with_performance_config(|p| p.default_command_timeout = Duration::from_secs(10));
+    let client = builder.build().expect("client");
     match tokio::time::timeout(Duration::from_secs(5), client.init()).await {
         Ok(Ok(_)) => client,
         Ok(Err(e)) => panic!("{HOW_TO_START}: {e}"),
