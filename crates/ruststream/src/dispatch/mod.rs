@@ -45,8 +45,13 @@ pub(crate) fn loops<W: Process>(
         Concurrency::Sequential => vec![Box::pin(async move {
             let shutdown = &worker.runtime().shutdown;
             while let Some(item) = shutdown.next(&mut deliveries).await {
-                if !worker.take(item).await {
-                    break;
+                match item {
+                    Ok(delivery) => {
+                        if !worker.handle(delivery).await {
+                            break;
+                        }
+                    }
+                    Err(error) => worker.report(&error),
                 }
             }
         })],
@@ -62,9 +67,14 @@ pub(crate) fn loops<W: Process>(
                                 let mut stream = deliveries.lock().await;
                                 worker.runtime().shutdown.next(&mut stream).await
                             };
-                            let Some(item) = item else { break };
-                            if !worker.take(item).await {
-                                break;
+                            match item {
+                                None => break,
+                                Some(Ok(delivery)) => {
+                                    if !worker.handle(delivery).await {
+                                        break;
+                                    }
+                                }
+                                Some(Err(error)) => worker.report(&error),
                             }
                         }
                     }) as BoxFuture<'static, ()>
@@ -79,8 +89,8 @@ pub(crate) fn loops<W: Process>(
                 senders.push(tx);
                 let worker = worker.clone();
                 loops.push(Box::pin(async move {
-                    while let Some(item) = rx.recv().await {
-                        if !worker.take(item).await {
+                    while let Some(delivery) = rx.recv().await {
+                        if !worker.handle(delivery).await {
                             break;
                         }
                     }
@@ -89,11 +99,15 @@ pub(crate) fn loops<W: Process>(
             loops.push(Box::pin(async move {
                 let shutdown = &worker.runtime().shutdown;
                 while let Some(item) = shutdown.next(&mut deliveries).await {
-                    let lane = match &item {
-                        Ok(delivery) => (key(delivery) % senders.len() as u64) as usize,
-                        Err(_) => 0,
+                    let delivery = match item {
+                        Ok(delivery) => delivery,
+                        Err(error) => {
+                            worker.report(&error);
+                            continue;
+                        }
                     };
-                    if senders[lane].send(item).await.is_err() {
+                    let lane = (key(&delivery) % senders.len() as u64) as usize;
+                    if senders[lane].send(delivery).await.is_err() {
                         break;
                     }
                 }

@@ -1,10 +1,10 @@
 //! The stop signal shared by a service's loops.
 
-use std::future::{Future, poll_fn};
-use std::pin::pin;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::task::Poll;
+use std::task::{Context, Poll};
 
 use ruststream_core::{ConsumeError, Delivery, DeliveryStream};
 use tokio::sync::Notify;
@@ -32,6 +32,7 @@ impl Shutdown {
         self.trigger();
     }
 
+    #[inline]
     pub(crate) fn is_triggered(&self) -> bool {
         self.flag.load(Ordering::Acquire)
     }
@@ -53,37 +54,50 @@ impl Shutdown {
 
     /// The next item of `stream`, or `None` once the service stops.
     ///
-    /// Polls the stream first, so a ready delivery costs one atomic load here.
-    pub(crate) async fn next(
-        &self,
-        stream: &mut DeliveryStream,
-    ) -> Option<Result<Delivery, ConsumeError>> {
-        // The stop notification is only armed once the stream has nothing ready.
-        let mut notified = pin!(None::<Notified<'_>>);
-        poll_fn(|cx| {
-            if self.is_triggered() {
+    /// Polls the stream first, so a ready delivery costs one atomic load here; the stop
+    /// notification is only armed once the stream has nothing ready.
+    #[inline]
+    pub(crate) fn next<'a>(&'a self, stream: &'a mut DeliveryStream) -> Next<'a> {
+        Next {
+            shutdown: self,
+            stream,
+            stop: None,
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of [`Shutdown::next`].
+    pub(crate) struct Next<'a> {
+        shutdown: &'a Shutdown,
+        stream: &'a mut DeliveryStream,
+        #[pin]
+        stop: Option<Notified<'a>>,
+    }
+}
+
+impl Future for Next<'_> {
+    type Output = Option<Result<Delivery, ConsumeError>>;
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        if this.shutdown.is_triggered() {
+            return Poll::Ready(None);
+        }
+        if let Poll::Ready(item) = this.stream.as_mut().poll_next(cx) {
+            return Poll::Ready(item);
+        }
+        if this.stop.is_none() {
+            this.stop.set(Some(this.shutdown.notify.notified()));
+            // A stop between the first look and arming is seen here.
+            if this.shutdown.is_triggered() {
                 return Poll::Ready(None);
             }
-            if let Poll::Ready(item) = stream.as_mut().poll_next(cx) {
-                return Poll::Ready(item);
-            }
-            if notified.is_none() {
-                notified.set(Some(self.notify.notified()));
-                // A stop between the first look and arming is seen here.
-                if self.is_triggered() {
-                    return Poll::Ready(None);
-                }
-            }
-            let stopped = notified
-                .as_mut()
-                .as_pin_mut()
-                .is_some_and(|stop| stop.poll(cx).is_ready());
-            if stopped {
-                Poll::Ready(None)
-            } else {
-                Poll::Pending
-            }
-        })
-        .await
+        }
+        match this.stop.as_pin_mut() {
+            Some(stop) => stop.poll(cx).map(|()| None),
+            None => Poll::Pending,
+        }
     }
 }

@@ -32,7 +32,11 @@ pub(crate) struct Worker<H, M> {
 pub(crate) trait Process: Send + Sync + 'static {
     fn runtime(&self) -> &Runtime;
 
-    fn take(&self, item: Result<Delivery, ConsumeError>) -> impl Future<Output = bool> + Send + '_;
+    /// Handles one delivery; `false` means stop.
+    fn handle(&self, delivery: Delivery) -> impl Future<Output = bool> + Send + '_;
+
+    /// Reports an error of the subscription (it goes on).
+    fn report(&self, error: &ConsumeError);
 }
 
 impl<H: Handler<M>, M: 'static> Worker<H, M> {
@@ -119,15 +123,12 @@ impl<H: Handler<M>, M: 'static> Process for Worker<H, M> {
         &self.runtime
     }
 
+    fn report(&self, error: &ConsumeError) {
+        tracing::warn!(address = %self.mount.address, %error, "subscription reported an error");
+    }
+
     /// Handles one delivery: outcome, decision, reply, settlement, hooks.
-    async fn take(&self, item: Result<Delivery, ConsumeError>) -> bool {
-        let delivery = match item {
-            Ok(delivery) => delivery,
-            Err(error) => {
-                tracing::warn!(address = %self.mount.address, %error, "subscription reported an error");
-                return true;
-            }
-        };
+    async fn handle(&self, delivery: Delivery) -> bool {
         let _in_flight = InFlight::enter(&self.runtime.in_flight);
         let Some((outcome, cause)) = self.outcome(&delivery).await else {
             // fail_fast: the delivery is dropped unsettled for the broker to hand back.
