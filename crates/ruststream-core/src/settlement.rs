@@ -102,6 +102,15 @@ impl Settling {
         Self(State::Done(Some(result)))
     }
 
+    /// The result, if the settlement already happened; polling is then not needed.
+    #[inline]
+    pub fn take_ready(&mut self) -> Option<Result<(), AckError>> {
+        match &mut self.0 {
+            State::Done(result) => result.take(),
+            State::Pending(_) => None,
+        }
+    }
+
     /// A settlement that finishes when `future` does.
     pub fn pending(future: impl Future<Output = Result<(), AckError>> + Send + 'static) -> Self {
         Self(State::Pending(Box::pin(future)))

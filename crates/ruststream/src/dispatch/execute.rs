@@ -34,6 +34,18 @@ pub(super) enum Execution {
     Done(Result<(), SettleError>),
 }
 
+impl Execution {
+    /// The result, if the execution is already over (a settlement done synchronously).
+    #[inline]
+    pub(super) fn ready(&mut self) -> Option<Result<(), SettleError>> {
+        match self {
+            Self::Settle(settling) => settling.take_ready().map(|r| r.map_err(SettleError::Ack)),
+            Self::Copy(_) => None,
+            Self::Done(result) => Some(std::mem::replace(result, Ok(()))),
+        }
+    }
+}
+
 impl Future for Execution {
     type Output = Result<(), SettleError>;
 

@@ -55,28 +55,28 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
         }
     }
 
-    /// The outcome for `delivery`, or `None` when the service must stop (`fail_fast`).
-    async fn outcome(&self, delivery: &Delivery) -> Option<(Outcome, Cause)> {
+    /// Makes the handler's arguments and calls it; or, where that fails, the failure
+    /// policy's decision (`None`: the service must stop).
+    #[inline]
+    fn start(&self, delivery: &Delivery) -> Result<H::Future, Option<(Outcome, Cause)>> {
         if let Some(defect) = delivery.defect() {
-            return self.policy(self.mount.on_decode_error, Cause::Decode(defect.into()));
+            return Err(self.policy(self.mount.on_decode_error, Cause::Decode(defect.into())));
         }
         let cx = Context {
             delivery,
             codec: self.mount.codec,
             app: &self.runtime.app,
         };
-        let called = std::panic::catch_unwind(AssertUnwindSafe(|| self.handler.call(&cx)));
-        match called {
-            Err(panic) => self.policy(self.mount.on_panic, Cause::Panic(panic_message(&*panic))),
-            Ok(Err(error)) => {
-                self.policy(self.mount.on_decode_error, Cause::Decode(error.to_string()))
-            }
-            Ok(Ok(future)) => match AssertUnwindSafe(future).catch_unwind().await {
-                Ok(outcome) => Some((outcome, Cause::Handler)),
-                Err(panic) => {
-                    self.policy(self.mount.on_panic, Cause::Panic(panic_message(&*panic)))
-                }
-            },
+        match std::panic::catch_unwind(AssertUnwindSafe(|| self.handler.call(&cx))) {
+            Ok(Ok(future)) => Ok(future),
+            Ok(Err(error)) => Err(self.policy(
+                self.mount.on_decode_error,
+                Cause::Decode(error.to_string()),
+            )),
+            Err(panic) => Err(self.policy(
+                self.mount.on_panic,
+                Cause::Panic(panic_message(&*panic)),
+            )),
         }
     }
 
@@ -130,7 +130,16 @@ impl<H: Handler<M>, M: 'static> Process for Worker<H, M> {
     /// Handles one delivery: outcome, decision, reply, settlement, hooks.
     async fn handle(&self, delivery: Delivery) -> bool {
         let _in_flight = InFlight::enter(&self.runtime.in_flight);
-        let Some((outcome, cause)) = self.outcome(&delivery).await else {
+        let decided = match self.start(&delivery) {
+            Ok(future) => match AssertUnwindSafe(future).catch_unwind().await {
+                Ok(outcome) => Some((outcome, Cause::Handler)),
+                Err(panic) => {
+                    self.policy(self.mount.on_panic, Cause::Panic(panic_message(&*panic)))
+                }
+            },
+            Err(decided) => decided,
+        };
+        let Some((outcome, cause)) = decided else {
             // fail_fast: the delivery is dropped unsettled for the broker to hand back.
             return false;
         };
@@ -147,7 +156,11 @@ impl<H: Handler<M>, M: 'static> Process for Worker<H, M> {
         }
         let watched = outcome.after.is_some() || !self.runtime.after_settle.is_empty();
         let address = watched.then(|| delivery.address().clone());
-        let result = execute(delivery, &plan, self.capabilities.settles, &self.runtime).await;
+        let mut execution = execute(delivery, &plan, self.capabilities.settles, &self.runtime);
+        let result = match execution.ready() {
+            Some(result) => result,
+            None => execution.await,
+        };
         if let Err(error) = &result {
             tracing::warn!(address = %self.mount.address, %error, "settlement failed; going on");
         }
