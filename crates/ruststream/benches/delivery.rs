@@ -33,6 +33,17 @@ async fn on_tick(tick: Tick) {
     std::hint::black_box((tick.id, tick.price, tick.qty, tick.live));
 }
 
+/// A smaller message: two numbers.
+#[derive(Serialize, Deserialize)]
+struct Order {
+    id: u64,
+    qty: u32,
+}
+
+async fn on_order(order: Order) {
+    std::hint::black_box((order.id, order.qty));
+}
+
 async fn on_raw(Raw(bytes): Raw) {
     std::hint::black_box(bytes.len());
 }
@@ -62,23 +73,30 @@ fn main() {
     let broker = MemoryBroker::new();
     let app = match mode.as_str() {
         "json" => App::new(broker.clone()).mount("bench", on_tick),
+        "json-small" => App::new(broker.clone()).mount("bench", on_order),
         "raw" => App::new(broker.clone()).mount(Mount::new("bench").codec(Codec::Raw), on_raw),
-        other => panic!("mode must be json or raw, not {other}"),
+        other => panic!("mode must be json, json-small or raw, not {other}"),
     };
     let publisher = app.publisher();
     let fill = |count: usize| {
         runtime.block_on(async {
             for id in 0..count {
-                let tick = Tick {
-                    id: id as u64,
-                    price: 1000 + (id % 7) as u32,
-                    qty: 3,
-                    live: true,
+                let sent = if mode == "json-small" {
+                    let order = Order {
+                        id: id as u64,
+                        qty: 3,
+                    };
+                    publisher.publish("bench", &order).await
+                } else {
+                    let tick = Tick {
+                        id: id as u64,
+                        price: 1000 + (id % 7) as u32,
+                        qty: 3,
+                        live: true,
+                    };
+                    publisher.publish("bench", &tick).await
                 };
-                publisher
-                    .publish("bench", &tick)
-                    .await
-                    .expect("memory publish");
+                sent.expect("memory publish");
             }
         })
     };

@@ -64,3 +64,29 @@ pub use ruststream_core::{Address, Delivery, Headers, Message, Verdict};
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeDoctests;
+
+/// The handlers guide's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/handlers.md")]
+pub struct HandlersGuide;
+
+/// The settlement guide's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/settlement.md")]
+pub struct SettlementGuide;
+
+/// The running guide's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/running.md")]
+pub struct RunningGuide;
+
+/// The testing guide's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/testing.md")]
+pub struct TestingGuide;
+
+/// The adapters guide's examples, compiled and run as doctests (those that need an
+/// adapter crate are `ignore`d: this crate cannot depend on adapters).
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/adapters.md")]
+pub struct AdaptersGuide;
