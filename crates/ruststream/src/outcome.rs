@@ -9,7 +9,8 @@ use ruststream_core::Verdict;
 
 use crate::Settled;
 
-type After = Box<dyn FnOnce(&Settled) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
+pub(crate) type After =
+    Box<dyn FnOnce(&Settled) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
 
 /// How a handler wants its delivery settled: [`ack`], [`retry`], [`retry_after`] or
 /// [`drop`], with an optional action after settlement ([`Outcome::and_after`]).

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures_util::FutureExt;
-use ruststream_core::{Capabilities, ConsumeError, Delivery, Facts, decide};
+use ruststream_core::{BoxFuture, Capabilities, ConsumeError, Delivery, Facts, decide};
 
 use super::Runtime;
 use super::execute::execute;
@@ -78,6 +78,20 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
                 Cause::Panic(panic_message(&*panic)),
             )),
         }
+    }
+
+    /// Runs the service's hooks on `settled` and starts the outcome's `and_after`, whose
+    /// future is all that lives on (kept out of the handling future, which stays small).
+    #[inline(never)]
+    fn after_settled(
+        &self,
+        settled: Settled,
+        after: Option<crate::outcome::After>,
+    ) -> Option<BoxFuture<'static, ()>> {
+        for hook in &self.runtime.after_settle {
+            hook(&settled);
+        }
+        after.map(|after| after(&settled))
     }
 
     fn policy(&self, policy: Policy, cause: Cause) -> Option<(Outcome, Cause)> {
@@ -175,11 +189,8 @@ impl<H: Handler<M>, M: 'static> Process for Worker<H, M> {
             plan,
             result,
         };
-        for hook in &self.runtime.after_settle {
-            hook(&settled);
-        }
-        if let Some(after) = outcome.after {
-            after(&settled).await;
+        if let Some(after) = self.after_settled(settled, outcome.after) {
+            after.await;
         }
         true
     }
