@@ -8,10 +8,11 @@
 
 use bytes::Bytes;
 use fred::clients::Pool;
-use fred::interfaces::{ClientLike, ListInterface};
-use fred::types::{ClusterHash, CustomCommand, Key, Value};
+use fred::interfaces::ListInterface;
+use fred::types::{Key, Value};
 use ruststream_core::{AckError, Acker, Message, Settlement, Settling, Tag};
 
+use crate::batch::Batcher;
 use crate::delayed;
 use crate::failure;
 use crate::reply::EntryId;
@@ -27,27 +28,11 @@ pub(crate) enum StreamMode {
     Durable(String),
 }
 
-/// Settles stream entries of one group.
+/// Settles stream entries of one group; acks are coalesced by a [`Batcher`].
 pub(crate) struct StreamAcker {
     pub(crate) pool: Pool,
-    pub(crate) key: Bytes,
-    pub(crate) group: Bytes,
+    pub(crate) acks: Batcher,
     pub(crate) mode: StreamMode,
-}
-
-impl StreamAcker {
-    async fn xack(pool: Pool, key: Bytes, group: Bytes, id: EntryId) -> Result<(), AckError> {
-        let cmd = CustomCommand::new_static("XACK", ClusterHash::FirstKey, false);
-        let args = vec![
-            Value::Bytes(key),
-            Value::Bytes(group),
-            Value::from(id.to_string()),
-        ];
-        pool.custom::<Value, Value>(cmd, args)
-            .await
-            .map(drop)
-            .map_err(|e| failure::ack(&e))
-    }
 }
 
 impl Acker for StreamAcker {
@@ -56,21 +41,21 @@ impl Acker for StreamAcker {
             return Settling::done(Err(AckError::Refused("not a stream entry tag".into())));
         };
         let id = EntryId(ms, seq);
-        let (pool, key, group) = (self.pool.clone(), self.key.clone(), self.group.clone());
+        let acks = self.acks.clone();
         match (settlement, &self.mode) {
             (Settlement::Accept | Settlement::Reject | Settlement::Remove, _) => {
-                Settling::pending(Self::xack(pool, key, group, id))
+                Settling::pending(async move { acks.ack(id).await })
             }
             (Settlement::Requeue | Settlement::RequeueAfter(_), StreamMode::Claiming) => {
                 Settling::done(Ok(()))
             }
             (Settlement::RequeueAfter(delay), StreamMode::Durable(zset)) => {
-                let zset = zset.clone();
+                let (pool, zset) = (self.pool.clone(), zset.clone());
                 Settling::pending(async move {
                     delayed::park(&pool, &zset, id, &message, delay)
                         .await
                         .map_err(|e| failure::ack(&e))?;
-                    Self::xack(pool, key, group, id).await
+                    acks.ack(id).await
                 })
             }
             _ => Settling::done(Err(AckError::Unsupported)),

@@ -14,6 +14,7 @@ use ruststream_core::{
 use tokio::sync::watch;
 
 use crate::acker::{ListAcker, NoAcker, StreamAcker, StreamMode};
+use crate::batch::Batcher;
 use crate::form::claiming::Claimer;
 use crate::form::list::ListReader;
 use crate::form::pubsub::PubSubReader;
@@ -242,10 +243,14 @@ impl RedisBroker {
             (None, true) => StreamMode::Durable(keys.delayed()),
             (None, false) => StreamMode::Plain,
         };
+        let acks = Batcher::spawn(
+            self.inner.pool.clone(),
+            Bytes::copy_from_slice(keys.main().as_bytes()),
+            Bytes::copy_from_slice(group.group.as_bytes()),
+        );
         let acker: Arc<dyn Acker> = Arc::new(StreamAcker {
             pool: self.inner.pool.clone(),
-            key: Bytes::copy_from_slice(keys.main().as_bytes()),
-            group: Bytes::copy_from_slice(group.group.as_bytes()),
+            acks,
             mode,
         });
         let mut reader = StreamReader::new(

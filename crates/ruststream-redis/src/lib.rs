@@ -91,6 +91,7 @@
 //! # }
 //! ```
 mod acker;
+mod batch;
 mod broker;
 mod client;
 mod delayed;
