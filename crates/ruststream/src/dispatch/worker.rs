@@ -69,14 +69,12 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
         };
         match std::panic::catch_unwind(AssertUnwindSafe(|| self.handler.call(&cx))) {
             Ok(Ok(future)) => Ok(future),
-            Ok(Err(error)) => Err(self.policy(
-                self.mount.on_decode_error,
-                Cause::Decode(error.to_string()),
-            )),
-            Err(panic) => Err(self.policy(
-                self.mount.on_panic,
-                Cause::Panic(panic_message(&*panic)),
-            )),
+            Ok(Err(error)) => {
+                Err(self.policy(self.mount.on_decode_error, Cause::Decode(error.to_string())))
+            }
+            Err(panic) => {
+                Err(self.policy(self.mount.on_panic, Cause::Panic(panic_message(&*panic))))
+            }
         }
     }
 
