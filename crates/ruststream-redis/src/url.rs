@@ -46,6 +46,14 @@ mod tests {
     }
 
     #[test]
+    fn cluster_urls_list_every_node() {
+        let c = parse("redis-cluster://127.0.0.1:7001?node=127.0.0.1:7002&node=127.0.0.1:7003")
+            .expect("parses");
+        assert!(c.server.is_clustered());
+        assert_eq!(c.server.hosts().len(), 3);
+    }
+
+    #[test]
     fn bad_urls_are_refused() {
         for url in [
             "",

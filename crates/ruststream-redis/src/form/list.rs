@@ -6,8 +6,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use fred::interfaces::ClientLike;
 use fred::interfaces::ListInterface;
-use fred::types::Value;
 use fred::types::config::Options as CommandOptions;
+use fred::types::{ClusterHash, CustomCommand, Value};
 use ruststream_core::{Acker, Address, ConsumeError, Delivery, Tag};
 
 use super::{Reader, consume_error};
@@ -36,10 +36,17 @@ impl ListReader {
                 timeout: Some(self.block + Duration::from_secs(5)),
                 ..CommandOptions::default()
             };
+            // A custom command: the client's `brpop` turns the nil reply of a block that
+            // timed out into an error.
+            let brpop = CustomCommand::new_static("BRPOP", ClusterHash::FirstKey, true);
+            let args = vec![
+                Value::from(self.key.as_str()),
+                Value::from(format!("{:.3}", self.block.as_secs_f64().max(0.01))),
+            ];
             let popped: Value = self
                 .client
                 .with_options(&options)
-                .brpop(self.key.as_str(), self.block.as_secs_f64().max(0.01))
+                .custom(brpop, args)
                 .await?;
             // BRPOP answers [key, element].
             elements = elements_of_pair(popped);

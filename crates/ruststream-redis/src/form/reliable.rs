@@ -3,21 +3,23 @@
 //!
 //! Recovery: each consumer keeps a heartbeat key (`{list}:alive:<consumer>`, refreshed
 //! every third of its time to live) and is listed in `{list}:consumers`. Every consumer
-//! periodically runs one Lua script that hands the processing list of each listed
-//! consumer whose heartbeat expired back to the right end of the list (oldest first, so
-//! they are read next) and unlists it. The script is atomic: an entry is in exactly one
-//! list at any time. A consumer restarted under the same name hands its own processing
-//! list back before reading.
+//! periodically reads that set, then for each other listed consumer runs one Lua script
+//! that — if the consumer's heartbeat expired — hands its processing list back to the
+//! right end of the list (oldest first, so they are read next) and unlists it. The script
+//! is atomic (an entry is in exactly one list at any time) and names every key it touches
+//! in `KEYS`, all under the list's hash tag, so it runs on a Redis Cluster too. A consumer
+//! that beat again between the read of the set and the script is left alone; two
+//! consumers recovering the same dead one move each entry once. A consumer restarted under
+//! the same name hands its own processing list back before reading.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use fred::clients::Pool;
-use fred::interfaces::{ClientLike, KeysInterface, ListInterface, LuaInterface, SetsInterface};
+use fred::interfaces::{ClientLike, KeysInterface, LuaInterface, SetsInterface};
 use fred::types::config::Options as CommandOptions;
-use fred::types::lists::LMoveDirection;
-use fred::types::{Expiration, Value};
+use fred::types::{ClusterHash, CustomCommand, Expiration, Key, Value};
 use ruststream_core::{Acker, Address, ConsumeError, Delivery, Tag};
 use tokio::task::JoinHandle;
 
@@ -36,20 +38,16 @@ end
 return out
 ";
 
-/// Hands back the processing lists of dead consumers (and this one's, if `ARGV[4]` is 1).
-const RECOVER: &str = r"
+/// Hands processing list `KEYS[2]` of consumer `ARGV[1]` back to the right end of list
+/// `KEYS[1]`, oldest entry rightmost. Unless `ARGV[2]` is 1 (a consumer's own list), only
+/// if its heartbeat `KEYS[4]` expired, and then it is unlisted from `KEYS[3]` too.
+const HAND_BACK: &str = r"
+if ARGV[2] ~= '1' then
+  if redis.call('EXISTS', KEYS[4]) == 1 then return 0 end
+  redis.call('SREM', KEYS[3], ARGV[1])
+end
 local moved = 0
-local function hand_back(c)
-  local proc = ARGV[1] .. c
-  while redis.call('LMOVE', proc, KEYS[1], 'LEFT', 'RIGHT') do moved = moved + 1 end
-end
-if ARGV[4] == '1' then hand_back(ARGV[3]) end
-for _, c in ipairs(redis.call('SMEMBERS', KEYS[2])) do
-  if c ~= ARGV[3] and redis.call('EXISTS', ARGV[2] .. c) == 0 then
-    hand_back(c)
-    redis.call('SREM', KEYS[2], c)
-  end
-end
+while redis.call('LMOVE', KEYS[2], KEYS[1], 'LEFT', 'RIGHT') do moved = moved + 1 end
 return moved
 ";
 
@@ -69,14 +67,38 @@ impl Consumer {
 
     /// Hands back stranded entries: dead consumers' and, with `own`, this one's.
     pub(crate) async fn recover(&self, own: bool) -> Result<u64, fred::error::Error> {
-        let keys = vec![self.keys.main().to_owned(), self.keys.consumers()];
-        let args = vec![
-            self.keys.processing_prefix(),
-            self.keys.alive_prefix(),
-            self.name.clone(),
-            if own { "1" } else { "0" }.to_owned(),
+        let mut moved = 0;
+        if own {
+            moved += self.hand_back(self.name.as_bytes(), true).await?;
+        }
+        let listed: Vec<Value> = self.pool.smembers(self.keys.consumers()).await?;
+        for consumer in listed.into_iter().filter_map(Value::into_bytes) {
+            if consumer != self.name.as_bytes() {
+                moved += self.hand_back(&consumer, false).await?;
+            }
+        }
+        Ok(moved)
+    }
+
+    /// Runs [`HAND_BACK`] for `consumer`: unconditionally with `own`, else only if its
+    /// heartbeat expired.
+    async fn hand_back(&self, consumer: &[u8], own: bool) -> Result<u64, fred::error::Error> {
+        let derived = |prefix: String| {
+            let mut key = prefix.into_bytes();
+            key.extend_from_slice(consumer);
+            Key::from(Bytes::from(key))
+        };
+        let keys = vec![
+            Key::from(self.keys.main()),
+            derived(self.keys.processing_prefix()),
+            Key::from(self.keys.consumers()),
+            derived(self.keys.alive_prefix()),
         ];
-        let moved: Value = self.pool.next().eval(RECOVER, keys, args).await?;
+        let args = vec![
+            Value::Bytes(Bytes::copy_from_slice(consumer)),
+            Value::from_static_str(if own { "1" } else { "0" }),
+        ];
+        let moved: Value = self.pool.next().eval(HAND_BACK, keys, args).await?;
         Ok(moved.as_u64().unwrap_or(0))
     }
 
@@ -158,16 +180,20 @@ impl ReliableReader {
                 timeout: Some(self.block + Duration::from_secs(5)),
                 ..CommandOptions::default()
             };
+            // A custom command: the client's `blmove` turns the nil reply of a block that
+            // timed out into an error.
+            let blmove = CustomCommand::new_static("BLMOVE", ClusterHash::FirstKey, true);
+            let args = vec![
+                Value::from(self.key.as_str()),
+                Value::from(self.processing.as_str()),
+                Value::from_static_str("RIGHT"),
+                Value::from_static_str("LEFT"),
+                Value::from(format!("{:.3}", self.block.as_secs_f64().max(0.01))),
+            ];
             let moved: Value = self
                 .client
                 .with_options(&options)
-                .blmove(
-                    self.key.as_str(),
-                    self.processing.as_str(),
-                    LMoveDirection::Right,
-                    LMoveDirection::Left,
-                    self.block.as_secs_f64().max(0.01),
-                )
+                .custom(blmove, args)
                 .await?;
             elements = moved.into_bytes().into_iter().collect();
         }
