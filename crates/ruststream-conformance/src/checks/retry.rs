@@ -1,0 +1,105 @@
+//! Retries: the attempt cap and the dead letter, and delayed redelivery.
+
+use std::time::Duration;
+
+use ruststream::{ack, retry, retry_after};
+use ruststream_core::Message;
+
+use super::{publish, settles};
+use crate::Harness;
+use crate::inbox::inbox;
+use crate::recorder::{acking, recorder};
+use crate::service::Service;
+
+/// The delay asked with `retry_after`.
+const DELAY: Duration = Duration::from_millis(500);
+
+/// How much later than asked a delayed redelivery may come.
+const SLACK: Duration = Duration::from_secs(5);
+
+/// A handler that always retries under `max_attempts(3)` and a dead letter sees attempts
+/// 1, 2 and 3; then the dead letter gets the message as it arrived, and nothing more
+/// comes back.
+pub async fn retry_attempts_then_dead_letter(h: &impl Harness) {
+    if !settles(h, "retry_attempts_then_dead_letter") {
+        return;
+    }
+    let (address, dead) = (h.fresh_address(), h.fresh_address());
+    let (outbox, mut attempts) = inbox("attempt");
+    let (dead_outbox, mut dead_letters) = inbox("dead letter");
+    let mount = h
+        .mount(address.clone())
+        .max_attempts(3)
+        .dead_letter(dead.clone());
+    let mut service = Service::start(h, |app| {
+        app.mount(mount, recorder(outbox, |_| async { retry() }))
+            .mount(h.mount(dead), acking(dead_outbox))
+    })
+    .await;
+    let payload = b"{\"order\":7}";
+    let message = Message::new(&payload[..]).with_header("x-conformance", "retried");
+    publish(h, &service, &address, message).await;
+
+    for expected in 1..=3 {
+        let got = attempts.next().await;
+        assert!(got.is(payload), "{}: attempt {expected}: {got:?}", h.name());
+        assert_eq!(got.attempt, expected, "{}: attempt number", h.name());
+    }
+    let dead = dead_letters.next().await;
+    assert!(
+        dead.is(payload),
+        "{}: dead letter payload: {dead:?}",
+        h.name()
+    );
+    assert_eq!(
+        dead.headers.get_str("x-conformance"),
+        Some("retried"),
+        "{}: dead letter headers",
+        h.name()
+    );
+    attempts.nothing_for(h.quiet()).await;
+    dead_letters.nothing_for(Duration::ZERO).await;
+    service.stop_ok().await;
+}
+
+/// `retry_after(d)` brings the delivery back no sooner than `d` and not much later.
+pub async fn retry_after_delays(h: &impl Harness) {
+    if !settles(h, "retry_after_delays") {
+        return;
+    }
+    let address = h.fresh_address();
+    let (outbox, mut attempts) = inbox("attempt");
+    let handler = recorder(outbox, |seen| async move {
+        if seen.attempt == 1 {
+            retry_after(DELAY)
+        } else {
+            ack()
+        }
+    });
+    let mut service = Service::start(h, |app| app.mount(h.mount(address.clone()), handler)).await;
+    publish(h, &service, &address, Message::new("later")).await;
+
+    let first = attempts.next().await;
+    assert!(first.is(b"later"), "{}: {first:?}", h.name());
+    let second = attempts.next().await;
+    assert!(second.is(b"later"), "{}: {second:?}", h.name());
+    assert_eq!(
+        second.attempt,
+        2,
+        "{}: the redelivery is attempt 2",
+        h.name()
+    );
+    let waited = second.at.duration_since(first.at);
+    assert!(
+        waited >= DELAY,
+        "{}: redelivered after {waited:?}, before the {DELAY:?} asked",
+        h.name()
+    );
+    assert!(
+        waited <= DELAY + SLACK,
+        "{}: redelivered after {waited:?}, over {SLACK:?} later than asked",
+        h.name()
+    );
+    attempts.nothing_for(h.quiet()).await;
+    service.stop_ok().await;
+}

@@ -1,0 +1,50 @@
+//! What an adapter tells the suite about the broker and the form under test.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ruststream::Mount;
+use ruststream_core::{Address, Broker, Capabilities};
+
+/// The broker and subscription form under test.
+///
+/// One harness value serves one check (the macro makes a new one per test). A check
+/// takes every address it needs with [`fresh_address`](Self::fresh_address) before it
+/// asks for its first [`broker`](Self::broker), so a harness may configure each
+/// connection for the addresses handed out (a Redis list form routes them as lists).
+pub trait Harness: Send + Sync + 'static {
+    /// A short name for messages: `amqp quorum`, `redis stream`.
+    fn name(&self) -> &str;
+
+    /// A new connection to the broker under test. Every service of a check gets its own:
+    /// a stopping [`App`](ruststream::App) closes its broker.
+    fn broker(&self) -> impl Future<Output = Arc<dyn Broker>> + Send;
+
+    /// An address no other check uses, in the adapter's address form, ready to be
+    /// published to and consumed from (declared on brokers that need it).
+    fn fresh_address(&self) -> Address;
+
+    /// A mount on `address` with the adapter's options for the form under test (a Redis
+    /// form, AMQP subscription options). Checks add their declarations and policies.
+    fn mount(&self, address: Address) -> Mount {
+        Mount::new(address)
+    }
+
+    /// The capabilities the form's subscriptions declare; checks that need what the form
+    /// cannot do are skipped. [`checks::declared_capabilities`](crate::checks::declared_capabilities)
+    /// verifies the declaration against a real subscription.
+    fn capabilities(&self) -> Capabilities;
+
+    /// Whether header values may be any bytes (default `true`); `false` leaves the
+    /// non-UTF-8 header out of the round trip.
+    fn binary_headers(&self) -> bool {
+        true
+    }
+
+    /// How long to watch for something that must not arrive (default 1 s). Longer than
+    /// the form takes to redeliver an unsettled delivery, so that a redelivery would show.
+    fn quiet(&self) -> Duration {
+        Duration::from_secs(1)
+    }
+}

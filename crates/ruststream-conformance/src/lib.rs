@@ -1,0 +1,55 @@
+//! The conformance suite every ruststream broker adapter runs.
+//!
+//! An adapter describes the broker and the subscription form under test with a
+//! [`Harness`]; [`conformance_tests!`] expands into one test per check of [`checks`].
+//! Each check runs real [`ruststream::App`]s with real handlers on the adapter's broker
+//! and asserts what the handlers saw and what the broker did next, watched through a
+//! second subscription or a later service (never through internal state). Checks that
+//! do not apply to the form's [`Capabilities`](ruststream_core::Capabilities) pass
+//! after saying why they were skipped.
+//!
+//! ```ignore
+//! // crates/<adapter>/tests/conformance.rs
+//! use std::sync::Arc;
+//! use ruststream_conformance::{Harness, Mount, conformance_tests};
+//! use ruststream_core::{Address, Broker, Capabilities};
+//!
+//! struct MyBroker;
+//!
+//! impl Harness for MyBroker {
+//!     fn name(&self) -> &str { "mybroker queue" }
+//!     async fn broker(&self) -> Arc<dyn Broker> { Arc::new(connect().await) }
+//!     fn fresh_address(&self) -> Address { unique_queue() }
+//!     fn mount(&self, address: Address) -> Mount { Mount::new(address).option(MyOptions) }
+//!     fn capabilities(&self) -> Capabilities { Capabilities::SETTLES }
+//! }
+//!
+//! conformance_tests!(MyBroker);
+//! // or, with a check that fails because of a bug in the adapter:
+//! // conformance_tests!(MyBroker, ignore(fail_fast_redelivers = "adapter bug: ..."));
+//! ```
+//!
+//! Every wait is bounded ([`WAIT`] for what must happen, [`Harness::quiet`] for what
+//! must not), and a whole check is cut off after [`CHECK_LIMIT`], so a failing broker
+//! fails the test instead of hanging it.
+
+pub mod checks;
+mod harness;
+mod inbox;
+mod macros;
+mod observed;
+mod recorder;
+mod runner;
+mod service;
+
+pub use harness::Harness;
+pub use inbox::{CHECK_LIMIT, WAIT};
+/// The runtime the checks run, for harnesses of adapters that do not depend on it.
+pub use ruststream;
+pub use ruststream::Mount;
+
+/// What the macros expand to; not part of the API.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::runner::run;
+}
