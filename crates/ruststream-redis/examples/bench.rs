@@ -1,31 +1,72 @@
-//! Throughput of one consumer, 512-byte JSON messages, Redis on loopback: a raw fred loop
-//! against the adapter, ack-each and pipelined acks; then Pub/Sub and a reliable list.
+//! Throughput of one stream consumer, 512-byte JSON messages, Redis on loopback: raw fred
+//! loops against the adapter and the full framework, ack-each and batched/pipelined acks;
+//! then a reliable list and Pub/Sub (one run each).
 //!
-//! `cargo run --release -p ruststream-redis --example bench [messages]`
-//! (`RUSTSTREAM_REDIS_URL` picks the server; keys are under a unique `bench:` prefix and
-//! deleted at the end).
+//! ```text
+//! cargo run --release -p ruststream-redis --example bench -- [MESSAGES] [ROUNDS]
+//! ```
+//!
+//! Defaults: 50000 messages, 5 rounds; `RUSTSTREAM_REDIS_URL` picks the server (default
+//! `redis://127.0.0.1:6379`). Keys live under a unique `bench:<pid>:` prefix and are
+//! deleted at the end.
+//!
+//! Every variant reads with `COUNT` [`BATCH`] (the raw loops' `XREADGROUP COUNT`, the
+//! subscription's `in_flight`, the framework mount's `workers`) and decodes every
+//! message's JSON into the same type ([`Order`]) before acking it; every ack is sent only
+//! after its message was handled (at least once). Each round runs every stream variant
+//! once, on a stream of its own filled beforehand (the fill is not timed), in an order
+//! that rotates from round to round; the table gives the median of the rounds.
+//!
+//! * `raw-each`: `XREADGROUP COUNT 128 BLOCK 1000`, then per entry decode and `XACK`,
+//!   awaited before the next entry.
+//! * `raw-batch`: the same read; every entry decoded, then one `XACK` with the read's ids,
+//!   awaited before the next read.
+//! * `adapter-each`: a `Stream` subscription; each delivery decoded, then
+//!   `settle(Accept)` awaited before the next delivery.
+//! * `adapter-pipelined`: the same; each delivery decoded, then settled without waiting
+//!   for the answer (at most 128 settlements unanswered); the adapter coalesces the ids
+//!   settled meanwhile into one `XACK`.
+//! * `framework`: a `ruststream::App` on its own `RedisBroker`, one `Stream` mount with
+//!   `workers(128)` and an `async fn(Order) -> Outcome` returning `ack()`; the framework
+//!   settles each delivery after its handler (each worker awaits its settlement), the
+//!   adapter pipelines and coalesces them. Timed from `on_start` to the last
+//!   `after_settle`.
 
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use fred::prelude::*;
 use fred::types::Value;
-use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
+use futures_util::{FutureExt, StreamExt};
+use ruststream_conformance::ruststream::{App, Codec, Mount, Outcome, Settled, ack};
 use ruststream_core::{Address, Broker, Message, Options, Settlement, SubscribeSpec};
 use ruststream_redis::{PubSub, RedisBroker, ReliableList, Settings, Stream, Target};
 
-const BATCH: u64 = 128;
+/// The read size of every variant: `XREADGROUP COUNT`, `in_flight`, `workers`.
+const BATCH: usize = 128;
 
-fn payload() -> Message {
-    let filler = "x".repeat(512 - 40);
-    let body = format!("{{\"id\":12345678,\"kind\":\"order\",\"pad\":\"{filler}\"}}");
-    let body = &body[..512.min(body.len())];
-    Message::new(body.to_owned()).with_header("content-type", "application/json")
+/// What every variant decodes each message into: the JSON object's fields (all strings,
+/// so that a std map holds them without a derive).
+type Order = HashMap<String, String>;
+
+fn decode(payload: &[u8]) -> Order {
+    Codec::Json.decode(payload).expect("json")
 }
 
-fn handle(payload: &[u8]) -> usize {
-    // The "handler": look at the JSON.
-    std::hint::black_box(payload.iter().filter(|b| **b == b'"').count())
+/// Touches the decoded value so that decoding cannot be optimised away.
+fn consume(order: &Order) {
+    std::hint::black_box(order.get("pad").map(String::len));
+}
+
+fn payload() -> Message {
+    let head = r#"{"id":"12345678","kind":"order","pad":""#;
+    let filler = "x".repeat(512 - head.len() - 2);
+    let body = format!("{head}{filler}\"}}");
+    assert_eq!(body.len(), 512);
+    Message::new(body).with_header("content-type", "application/json")
 }
 
 async fn fill_stream(broker: &RedisBroker, address: &str, n: usize) {
@@ -45,17 +86,8 @@ async fn fill_stream(broker: &RedisBroker, address: &str, n: usize) {
     }
 }
 
-fn report(name: &str, n: usize, elapsed: Duration) -> f64 {
-    let rate = n as f64 / elapsed.as_secs_f64();
-    println!(
-        "{name:<44} {rate:>10.0} msg/s  ({n} in {:.2} s)",
-        elapsed.as_secs_f64()
-    );
-    rate
-}
-
-/// Raw fred: XREADGROUP COUNT 128, then per entry handle + XACK (awaited), or one XACK of
-/// the batch's ids after all are handled.
+/// The raw fred loop: `XREADGROUP COUNT 128`, decode each entry, `XACK` each (awaited) or
+/// one `XACK` of the read's ids after all are decoded.
 async fn raw_stream(client: &Client, key: &str, n: usize, batched: bool) -> Duration {
     let _: Value = client
         .xgroup_create(key, "raw", "0", true)
@@ -65,7 +97,7 @@ async fn raw_stream(client: &Client, key: &str, n: usize, batched: bool) -> Dura
     let mut done = 0;
     while done < n {
         let reply: Value = client
-            .xreadgroup("raw", "c", Some(BATCH), Some(1000), false, key, ">")
+            .xreadgroup("raw", "c", Some(BATCH as u64), Some(1000), false, key, ">")
             .await
             .expect("read");
         let streams = reply.into_array();
@@ -78,8 +110,9 @@ async fn raw_stream(client: &Client, key: &str, n: usize, batched: bool) -> Dura
             let mut parts = entry.into_array().into_iter();
             let id = parts.next().and_then(|v| v.as_string()).expect("id");
             let fields = parts.next().expect("fields").into_array();
+            // Fields: `_payload` first, then `h:content-type`.
             let body = fields.get(1).and_then(Value::as_bytes).expect("payload");
-            handle(body);
+            consume(&decode(body));
             if batched {
                 ids.push(id);
             } else {
@@ -94,8 +127,8 @@ async fn raw_stream(client: &Client, key: &str, n: usize, batched: bool) -> Dura
     started.elapsed()
 }
 
-/// The adapter: a subscription, each delivery handled then settled; `pipelined` keeps up
-/// to 128 settlements in flight (each still sent after its handler is done).
+/// The adapter: a subscription, each delivery decoded then settled; `pipelined` leaves up
+/// to 128 settlements unanswered (each still made after its delivery was decoded).
 async fn adapter(
     broker: &RedisBroker,
     options: Options,
@@ -106,7 +139,7 @@ async fn adapter(
     let spec = SubscribeSpec {
         address: Address::new(address),
         declaration: Default::default(),
-        in_flight: BATCH as usize,
+        in_flight: BATCH,
         options,
     };
     let mut sub = broker.subscribe(spec).await.expect("subscribe");
@@ -119,10 +152,14 @@ async fn adapter(
             .await
             .expect("open")
             .expect("delivery");
-        handle(d.payload());
+        consume(&decode(d.payload()));
         if pipelined {
             settling.push(d.settle(Settlement::Accept));
-            if settling.len() >= BATCH as usize
+            // Drive every settlement made so far, and collect those already answered.
+            while let Some(Some(r)) = settling.next().now_or_never() {
+                r.expect("settled");
+            }
+            if settling.len() >= BATCH
                 && let Some(r) = settling.next().await
             {
                 r.expect("settled");
@@ -137,18 +174,101 @@ async fn adapter(
     started.elapsed()
 }
 
+async fn handle(order: Order) -> Outcome {
+    consume(&order);
+    ack()
+}
+
+#[derive(Default)]
+struct Progress {
+    started: OnceLock<Instant>,
+    finished: OnceLock<Instant>,
+    settled: AtomicUsize,
+    failed: AtomicUsize,
+    done: tokio::sync::Notify,
+}
+
+/// The framework: an `App` on its own broker (stopping the app closes it), one `Stream`
+/// mount with `workers(128)`.
+async fn framework(url: &str, prefix: &str, address: &str, n: usize) -> Duration {
+    let broker = RedisBroker::connect_with(url, Settings::default().key_prefix(prefix))
+        .await
+        .expect("connect");
+    let progress = Arc::new(Progress::default());
+    let (on_start, on_settle) = (progress.clone(), progress.clone());
+    let mount = Mount::new(address)
+        .option(Stream::new().group("g"))
+        .workers(BATCH);
+    let app = App::new(broker)
+        .mount(mount, handle)
+        .on_start(move || {
+            let _ = on_start.started.set(Instant::now());
+        })
+        .after_settle(move |settled: &Settled| {
+            if !settled.is_ok() {
+                on_settle.failed.fetch_add(1, Ordering::Relaxed);
+            }
+            if on_settle.settled.fetch_add(1, Ordering::AcqRel) + 1 == n {
+                let _ = on_settle.finished.set(Instant::now());
+                on_settle.done.notify_one();
+            }
+        });
+    let running = app.start().await.expect("start");
+    tokio::time::timeout(Duration::from_secs(300), progress.done.notified())
+        .await
+        .expect("framework: all settled");
+    running.stop().await.expect("stop");
+    assert_eq!(
+        progress.failed.load(Ordering::Relaxed),
+        0,
+        "failed settlements"
+    );
+    let (Some(started), Some(finished)) = (progress.started.get(), progress.finished.get()) else {
+        panic!("framework: no timing");
+    };
+    *finished - *started
+}
+
 fn stream_options(group: &str) -> Options {
     let mut options = Options::default();
-    options.insert(Stream::new().group(group).count(BATCH as usize));
+    options.insert(Stream::new().group(group).count(BATCH));
     options
 }
 
+fn report(name: &str, n: usize, elapsed: Duration) -> f64 {
+    let rate = n as f64 / elapsed.as_secs_f64();
+    println!(
+        "  {name:<40} {rate:>10.0} msg/s  ({n} in {:.2} s)",
+        elapsed.as_secs_f64()
+    );
+    rate
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut sorted = v.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted.get(sorted.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+const VARIANTS: [&str; 5] = [
+    "raw-each",
+    "raw-batch",
+    "adapter-each",
+    "adapter-pipelined",
+    "framework",
+];
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let n: usize = std::env::args()
-        .nth(1)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(50_000);
+    let mut args = std::env::args().skip(1);
+    let n: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(50_000);
+    let rounds: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(5);
     let url =
         std::env::var("RUSTSTREAM_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
     let prefix = format!("bench:{}:", std::process::id());
@@ -161,35 +281,44 @@ async fn main() {
         .expect("client");
     client.init().await.expect("connect raw client");
     println!(
-        "{n} messages of {} bytes, one consumer, {url}",
-        payload().payload.len()
+        "{n} messages of {} bytes, one consumer, COUNT {BATCH}, {rounds} rounds, {url}; load average {}",
+        payload().payload.len(),
+        load_average()
     );
 
-    // Every stream run reads its own group of one stream filled once per run.
-    let mut rates = Vec::new();
-    for (name, batched) in [
-        ("raw fred, XACK each", false),
-        ("raw fred, one XACK per batch", true),
-    ] {
-        let address = format!("s-{batched}");
-        fill_stream(&broker, &address, n).await;
-        let elapsed = raw_stream(&client, &format!("{prefix}{address}"), n, batched).await;
-        rates.push(report(name, n, elapsed));
+    let mut rates: Vec<Vec<f64>> = vec![Vec::new(); VARIANTS.len()];
+    for round in 0..rounds {
+        for k in 0..VARIANTS.len() {
+            let v = (round + k) % VARIANTS.len();
+            let address = format!("s{round}-{v}");
+            fill_stream(&broker, &address, n).await;
+            let key = format!("{prefix}{address}");
+            let elapsed = match VARIANTS[v] {
+                "raw-each" => raw_stream(&client, &key, n, false).await,
+                "raw-batch" => raw_stream(&client, &key, n, true).await,
+                "adapter-each" => adapter(&broker, stream_options("g"), &address, n, false).await,
+                "adapter-pipelined" => {
+                    adapter(&broker, stream_options("g"), &address, n, true).await
+                }
+                _ => framework(&url, &prefix, &address, n).await,
+            };
+            rates[v].push(report(VARIANTS[v], n, elapsed));
+            let _: Value = client.del(key).await.expect("del");
+        }
+        println!("round {} done; load average {}", round + 1, load_average());
     }
-    for (name, pipelined) in [
-        ("adapter stream, settle each", false),
-        ("adapter stream, settles pipelined", true),
-    ] {
-        let address = format!("a-{pipelined}");
-        fill_stream(&broker, &address, n).await;
-        let elapsed = adapter(&broker, stream_options("g"), &address, n, pipelined).await;
-        rates.push(report(name, n, elapsed));
+    let m: Vec<f64> = rates.iter().map(|r| median(r)).collect();
+    println!("\nmedians of {rounds} rounds (msg/s):");
+    for (v, name) in VARIANTS.iter().enumerate() {
+        let each: Vec<f64> = rates[v].iter().map(|r| r.round()).collect();
+        println!("  {name:<20} {:>8.0}   {each:?}", m[v]);
     }
     println!(
-        "adapter/raw: ack-each {:.0} %, pipelined/batched {:.0} %, pipelined adapter / raw ack-each {:.2}x",
-        100.0 * rates[2] / rates[0],
-        100.0 * rates[3] / rates[1],
-        rates[3] / rates[0]
+        "adapter-each / raw-each {:.0} %, adapter-pipelined / raw-batch {:.0} %, framework / raw-batch {:.0} %, adapter-pipelined / raw-each {:.1}x",
+        100.0 * m[2] / m[0],
+        100.0 * m[3] / m[1],
+        100.0 * m[4] / m[1],
+        m[3] / m[0]
     );
 
     // Reliable list: filled first, then BLMOVE/LMOVE + LREM per delivery.
@@ -224,7 +353,7 @@ async fn main() {
     let spec = SubscribeSpec {
         address: Address::new("ps"),
         declaration: Default::default(),
-        in_flight: BATCH as usize,
+        in_flight: BATCH,
         options,
     };
     let mut sub = broker.subscribe(spec).await.expect("subscribe");
@@ -250,7 +379,7 @@ async fn main() {
     while received < n {
         match tokio::time::timeout(Duration::from_secs(2), sub.deliveries.next()).await {
             Ok(Some(Ok(d))) => {
-                handle(d.payload());
+                consume(&decode(d.payload()));
                 received += 1;
             }
             Ok(Some(Err(e))) => eprintln!("pub/sub: {e}"),

@@ -1,8 +1,11 @@
 //! Coalescing `XACK`s: settlements waiting at the same time go out as one command.
 //!
 //! Each settlement still resolves only after the server answered the `XACK` that carries
-//! its id, so acks stay after the handler (at least once). A lone settlement goes out at
-//! once; those made while an `XACK` is in flight share the next one.
+//! its id, so acks stay after the handler (at least once). One `XACK` is in flight at a
+//! time; the ids settled while it is in flight share the next one. Before sending, the
+//! task yields once to the scheduler, so that handlers already runnable (the rest of
+//! the same read, finishing on this worker thread) add their ids to the same `XACK`
+//! instead of a lone id going out first.
 
 use bytes::Bytes;
 use fred::clients::Pool;
@@ -33,6 +36,9 @@ impl Batcher {
             let mut batch: Vec<Request> = Vec::new();
             while let Some(first) = rx.recv().await {
                 batch.push(first);
+                // Let the tasks that are ready to run (handlers finishing the same read)
+                // settle first, so that their ids share this `XACK`.
+                tokio::task::yield_now().await;
                 while batch.len() < MAX_IDS {
                     match rx.try_recv() {
                         Ok(request) => batch.push(request),
