@@ -1,4 +1,4 @@
-//! The checks, one async function each, generic over the [`Harness`](crate::Harness).
+//! The checks, one async function each, generic over the [`Harness`].
 //!
 //! Each starts real services on the harness's broker, publishes, and asserts what the
 //! handlers saw and what the broker did next. A check that needs something the form
