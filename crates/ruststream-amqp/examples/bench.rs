@@ -1,32 +1,165 @@
-//! Consume throughput: a raw fe2o3-amqp receive loop against this adapter's
-//! subscription + settle loop, same credit, both at-least-once with `accepted` per message.
+//! Consume throughput, four ways, same credit (256), all at-least-once with an `accepted`
+//! outcome for every message after its 512-byte JSON has been decoded (serde) into the
+//! same struct:
+//!
+//! * `raw`: a raw fe2o3-amqp receive loop: `recv`, decode, `accept` (one disposition per
+//!   message): the baseline of the issue;
+//! * `raw-batched`: the same loop accepting what has already arrived in ranged
+//!   dispositions (`accept_all`, up to half the credit at a time): a reference for what
+//!   fe2o3 can do when the settlements are batched, as the adapter batches them;
+//! * `adapter`: this adapter's subscription stream, decoded and settled by hand;
+//! * `framework`: a `ruststream::App` on `AmqpBroker` with one mounted `async fn` that
+//!   takes the decoded struct and returns `ack()` (sequential handling, the default).
 //!
 //! ```text
-//! cargo run --release -p ruststream-amqp --example bench -- [URL] [MESSAGES] [ROUNDS]
+//! cargo run --release -p ruststream-amqp --example bench -- [URL] [MESSAGES] [ROUNDS] [QUEUES]
 //! ```
 //!
-//! Defaults: `amqp://guest:guest@127.0.0.1:5673`, 30000 messages of 512-byte JSON,
-//! 3 rounds; queues `rs.quorum` and `rs.classic` (from `scripts/rabbitmq4-definitions.json`).
+//! Defaults: `amqp://guest:guest@127.0.0.1:5673`, 20000 messages, 5 rounds; queues
+//! `rs.quorum,rs.classic` (from `scripts/rabbitmq4-definitions.json`). Each round runs
+//! every variant once, one after the other (the order rotates from round to round), each
+//! on its own connection and on a queue filled beforehand with `MESSAGES` messages (the
+//! fill is not timed). The queue is drained before the first round and checked empty
+//! after the last.
+//!
+//! Environment: `BENCH_BROKER_PID` (the broker's pid) adds the broker's CPU time per
+//! message; `BENCH_VARIANTS=framework,raw` runs only those; `BENCH_PERF_CTL=FIFO` turns
+//! `perf record -D -1 --control fifo:FIFO` on only while a drain is timed.
 
-use std::time::Instant;
+use std::sync::Arc;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
+use fe2o3_amqp::link::delivery::DeliveryInfo;
 use fe2o3_amqp::link::receiver::CreditMode;
 use fe2o3_amqp::types::definitions::{ReceiverSettleMode, SenderSettleMode};
 use fe2o3_amqp::types::messaging::Body;
 use fe2o3_amqp::types::primitives::Value;
 use fe2o3_amqp::{Connection, Receiver, Session};
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
+use ruststream::{App, Mount, Outcome, Settled, ack};
 use ruststream_amqp::{AmqpBroker, SubscribeOptions};
 use ruststream_core::{Broker, Message, Settlement, SubscribeSpec};
+use serde::Deserialize;
 
 const CREDIT: u32 = 256;
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(300);
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
+
+/// What every variant decodes each message into.
+#[derive(Debug, Deserialize)]
+struct Order {
+    id: u64,
+    pad: String,
+}
+
+impl Order {
+    /// Touches the decoded value so that decoding cannot be optimised away.
+    fn consume(&self) {
+        std::hint::black_box((self.id, self.pad.len()));
+    }
+}
+
+/// CPU time used so far (user + system, in clock ticks of 10 ms) by this process and,
+/// when `BENCH_BROKER_PID` names it, by the broker.
+#[derive(Clone, Copy, Debug)]
+struct Cpu {
+    client: u64,
+    broker: Option<u64>,
+}
+
+fn ticks(pid: &str) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (in parentheses): state is field 3, utime 14, stime 15.
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
+}
+
+impl Cpu {
+    fn now() -> Self {
+        Self {
+            client: ticks("self").unwrap_or(0),
+            broker: std::env::var("BENCH_BROKER_PID")
+                .ok()
+                .and_then(|pid| ticks(&pid)),
+        }
+    }
+}
+
+/// One timed drain: its start and end.
+#[derive(Clone, Copy, Debug)]
+struct Mark {
+    at: Instant,
+    cpu: Cpu,
+}
+
+impl Mark {
+    fn now() -> Self {
+        Self {
+            at: Instant::now(),
+            cpu: Cpu::now(),
+        }
+    }
+
+    /// The start of a timed drain; turns `perf record` on when `BENCH_PERF_CTL` names
+    /// its control FIFO (`perf record -D -1 --control fifo:PATH`).
+    fn start() -> Self {
+        perf_control("enable");
+        Self::now()
+    }
+
+    /// The end of a timed drain; turns `perf record` off again.
+    fn end() -> Self {
+        let mark = Self::now();
+        perf_control("disable");
+        mark
+    }
+}
+
+fn perf_control(command: &str) {
+    if let Some(path) = std::env::var_os("BENCH_PERF_CTL") {
+        let _ = std::fs::write(path, format!("{command}\n"));
+    }
+}
+
+/// What a drain of `n` messages measured.
+#[derive(Clone, Copy, Debug)]
+struct Measure {
+    /// Messages per second.
+    rate: f64,
+    /// CPU µs per message in this process.
+    client_us: f64,
+    /// CPU µs per message in the broker, when measured.
+    broker_us: Option<f64>,
+}
+
+impl Measure {
+    fn of(n: usize, start: Mark, end: Mark) -> Self {
+        let per_msg = |ticks: u64| ticks as f64 * 10_000.0 / n as f64;
+        Self {
+            rate: n as f64 / end.at.duration_since(start.at).as_secs_f64(),
+            client_us: per_msg(end.cpu.client.saturating_sub(start.cpu.client)),
+            broker_us: start
+                .cpu
+                .broker
+                .zip(end.cpu.broker)
+                .map(|(a, b)| per_msg(b.saturating_sub(a))),
+        }
+    }
+}
 
 fn payload(i: usize) -> String {
     let head = format!("{{\"id\":{i},\"pad\":\"");
     let pad = 512 - head.len() - 2;
     format!("{head}{}\"}}", "x".repeat(pad))
+}
+
+/// Whether the queue counts `modified` (a RabbitMQ 4.0 classic queue does not).
+fn counts(queue: &str) -> bool {
+    queue != "rs.classic"
 }
 
 async fn fill(broker: &AmqpBroker, queue: &str, n: usize) -> Result<(), Error> {
@@ -46,8 +179,27 @@ async fn fill(broker: &AmqpBroker, queue: &str, n: usize) -> Result<(), Error> {
     Ok(())
 }
 
-/// A raw fe2o3 loop: its own auto credit, `accept` after each `recv`.
-async fn raw(url: &str, queue: &str, n: usize) -> Result<f64, Error> {
+/// Takes and accepts whatever is in `queue` (until it has been idle for 500 ms), so
+/// that a round starts from an empty queue; returns how many there were.
+async fn drain(broker: &AmqpBroker, queue: &str) -> Result<usize, Error> {
+    let mut spec = SubscribeSpec::new(queue);
+    spec.options.insert(SubscribeOptions::new().credit(CREDIT));
+    let mut sub = broker.subscribe(spec).await?;
+    let mut taken = 0;
+    while let Ok(Some(item)) =
+        tokio::time::timeout(Duration::from_millis(500), sub.deliveries.next()).await
+    {
+        item?.settle(Settlement::Accept).await?;
+        taken += 1;
+    }
+    Ok(taken)
+}
+
+/// A raw fe2o3 loop: its own auto credit; `recv`, decode the JSON, then `accept` each
+/// delivery (one disposition per message), or, `batched`, take what else has already
+/// arrived (up to half the credit), decode each, and accept them all in ranged
+/// dispositions (`accept_all`).
+async fn raw(url: &str, queue: &str, n: usize, batched: bool) -> Result<Measure, Error> {
     let parsed = (url.split('@').nth(1).unwrap_or("127.0.0.1:5673")).to_owned();
     let tcp = tokio::net::TcpStream::connect(parsed.as_str()).await?;
     tcp.set_nodelay(true)?; // as the adapter does: fe2o3 alone does not
@@ -68,30 +220,188 @@ async fn raw(url: &str, queue: &str, n: usize) -> Result<f64, Error> {
         .credit_mode(CreditMode::Auto(CREDIT))
         .attach(&mut session)
         .await?;
-    let start = Instant::now();
-    for _ in 0..n {
-        let delivery = receiver.recv::<Body<Value>>().await?;
-        receiver.accept(&delivery).await?;
+    let batch = (CREDIT / 2) as usize;
+    let mut held: Vec<DeliveryInfo> = Vec::with_capacity(batch);
+    let mut taken = 0;
+    let start = Mark::start();
+    while taken < n {
+        let mut next = Some(receiver.recv::<Body<Value>>().await?);
+        while let Some(delivery) = next.take() {
+            let Body::Data(data) = delivery.body() else {
+                return Err("not a data body".into());
+            };
+            let order: Order = serde_json::from_slice(&data.first().ok_or("no data section")?.0)?;
+            order.consume();
+            taken += 1;
+            if !batched {
+                receiver.accept(&delivery).await?;
+                continue;
+            }
+            held.push(DeliveryInfo::from(delivery));
+            if held.len() < batch && taken < n {
+                // `recv` is cancel-safe: a transfer not yet arrived stays for the next call.
+                next = receiver.recv::<Body<Value>>().now_or_never().transpose()?;
+            }
+        }
+        if !held.is_empty() {
+            receiver.accept_all(held.drain(..)).await?;
+        }
     }
-    let rate = n as f64 / start.elapsed().as_secs_f64();
+    let measure = Measure::of(n, start, Mark::end());
     receiver.close().await?;
     session.end().await?;
     connection.close().await?;
-    Ok(rate)
+    Ok(measure)
 }
 
-/// The adapter: a subscription with the same credit, settled with `Accept`.
-async fn adapter(broker: &AmqpBroker, queue: &str, n: usize) -> Result<f64, Error> {
+/// The adapter: a subscription with the same credit, on a connection of its own;
+/// decode, then settle with `Accept`.
+async fn adapter(url: &str, queue: &str, n: usize) -> Result<Measure, Error> {
+    let broker = AmqpBroker::connect(url).await?;
     let mut spec = SubscribeSpec::new(queue);
     spec.options
-        .insert(SubscribeOptions::new().credit(CREDIT).counts(true));
+        .insert(SubscribeOptions::new().credit(CREDIT).counts(counts(queue)));
     let mut sub = broker.subscribe(spec).await?;
-    let start = Instant::now();
+    let start = Mark::start();
     for _ in 0..n {
         let delivery = sub.deliveries.next().await.ok_or("stream ended")??;
+        let order: Order = serde_json::from_slice(delivery.payload())?;
+        order.consume();
         delivery.settle(Settlement::Accept).await?;
     }
-    Ok(n as f64 / start.elapsed().as_secs_f64())
+    let measure = Measure::of(n, start, Mark::end());
+    drop(sub);
+    broker.close().await;
+    Ok(measure)
+}
+
+/// The framework's handler: takes the decoded payload, acknowledges.
+async fn handle(order: Order) -> Outcome {
+    order.consume();
+    ack()
+}
+
+/// What the framework variant's hooks record.
+#[derive(Default)]
+struct Progress {
+    started: OnceLock<Mark>,
+    finished: OnceLock<Mark>,
+    settled: AtomicUsize,
+    failed: AtomicUsize,
+    done: tokio::sync::Notify,
+}
+
+/// The framework: an `App` on its own `AmqpBroker` connection (stopping the app closes
+/// it), one mount with the same credit, sequential handling. Timed from `on_start`
+/// (subscribed, handling starts) to the `n`th settlement seen by `after_settle`.
+async fn framework(url: &str, queue: &str, n: usize) -> Result<Measure, Error> {
+    let broker = AmqpBroker::connect(url).await?;
+    let progress = Arc::new(Progress::default());
+    let mount =
+        Mount::new(queue).option(SubscribeOptions::new().credit(CREDIT).counts(counts(queue)));
+    let (on_start, on_settle) = (progress.clone(), progress.clone());
+    let app = App::with_broker(Arc::new(broker))
+        .mount(mount, handle)
+        .on_start(move || {
+            let _ = on_start.started.set(Mark::start());
+        })
+        .after_settle(move |settled: &Settled| {
+            if !settled.is_ok() {
+                on_settle.failed.fetch_add(1, Ordering::Relaxed);
+            }
+            if on_settle.settled.fetch_add(1, Ordering::AcqRel) + 1 == n {
+                let _ = on_settle.finished.set(Mark::end());
+                on_settle.done.notify_one();
+            }
+        });
+    let running = app.start().await?;
+    let finished = tokio::time::timeout(DRAIN_TIMEOUT, progress.done.notified()).await;
+    running.stop().await?;
+    finished.map_err(|_| format!("framework: {:?} settled", progress.settled))?;
+    let failed = progress.failed.load(Ordering::Relaxed);
+    if failed > 0 {
+        return Err(format!("framework: {failed} settlements failed").into());
+    }
+    let (Some(started), Some(finished)) = (progress.started.get(), progress.finished.get()) else {
+        return Err("framework: no timing".into());
+    };
+    Ok(Measure::of(n, *started, *finished))
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Variant {
+    Raw,
+    RawBatched,
+    Adapter,
+    Framework,
+}
+
+impl Variant {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Raw => "raw",
+            Self::RawBatched => "raw-batched",
+            Self::Adapter => "adapter",
+            Self::Framework => "framework",
+        }
+    }
+}
+
+const VARIANTS: [Variant; 4] = [
+    Variant::Raw,
+    Variant::RawBatched,
+    Variant::Adapter,
+    Variant::Framework,
+];
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}
+
+fn median(v: impl IntoIterator<Item = f64>) -> f64 {
+    let mut sorted: Vec<f64> = v.into_iter().collect();
+    sorted.sort_by(f64::total_cmp);
+    sorted.get(sorted.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// Prints, per variant: the median rate; its ratio to each raw loop's median and the
+/// median of its ratios to the raw loop's run of the same round (adjacent in time, so
+/// less exposed to the machine's load drifting); CPU per message; every round's rate.
+fn report(results: &[Vec<Measure>; 4]) {
+    println!(
+        "  {:12} {:>8} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}   msg/s of each round",
+        "variant", "msg/s", "/raw", "/batch", "paired", "paired", "client", "broker"
+    );
+    println!(
+        "  {:12} {:>8} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}",
+        "", "median", "", "", "/raw", "/batch", "µs/msg", "µs/msg"
+    );
+    let rate = |measures: &[Measure]| median(measures.iter().map(|m| m.rate));
+    let paired = |measures: &[Measure], base: &[Measure]| {
+        median(
+            measures
+                .iter()
+                .zip(base)
+                .map(|(m, b)| 100.0 * m.rate / b.rate),
+        )
+    };
+    let (raw, batched) = (&results[0], &results[1]);
+    for (variant, measures) in VARIANTS.iter().zip(results) {
+        let r = rate(measures);
+        let client = median(measures.iter().map(|m| m.client_us));
+        let broker = median(measures.iter().map(|m| m.broker_us.unwrap_or(f64::NAN)));
+        let rounds: Vec<f64> = measures.iter().map(|m| m.rate.round()).collect();
+        println!(
+            "  {:12} {r:>8.0} {:>6.1}% {:>6.1}% {:>6.1}% {:>6.1}% {client:>7.1} {broker:>7.1}   {rounds:?}",
+            variant.name(),
+            100.0 * r / rate(raw),
+            100.0 * r / rate(batched),
+            paired(measures, raw),
+            paired(measures, batched),
+        );
+    }
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -100,27 +410,62 @@ async fn main() -> Result<(), Error> {
     let url = args
         .next()
         .unwrap_or_else(|| "amqp://guest:guest@127.0.0.1:5673".into());
-    let n: usize = args.next().map_or(Ok(30_000), |s| s.parse())?;
-    let rounds: usize = args.next().map_or(Ok(3), |s| s.parse())?;
+    let n: usize = args.next().map_or(Ok(20_000), |s| s.parse())?;
+    let rounds: usize = args.next().map_or(Ok(5), |s| s.parse())?;
+    let queues: Vec<String> = args.next().map_or_else(
+        || vec!["rs.quorum".into(), "rs.classic".into()],
+        |s| s.split(',').map(str::to_owned).collect(),
+    );
+    // Fills the queues and checks they end empty; each variant connects on its own.
     let broker = AmqpBroker::connect(&url).await?;
-    println!("{n} messages of 512-byte JSON, credit {CREDIT}, {rounds} rounds");
-    for queue in ["rs.quorum", "rs.classic"] {
-        let (mut raws, mut ours) = (Vec::new(), Vec::new());
-        for _ in 0..rounds {
-            fill(&broker, queue, n).await?;
-            raws.push(raw(&url, queue, n).await?);
-            fill(&broker, queue, n).await?;
-            ours.push(adapter(&broker, queue, n).await?);
+    println!(
+        "{n} messages of 512-byte JSON, credit {CREDIT}, {rounds} rounds; load average {}",
+        load_average()
+    );
+    // For profiling one variant alone: BENCH_VARIANTS=framework (comma-separated names).
+    let only = std::env::var("BENCH_VARIANTS").ok();
+    let runs = |variant: Variant| {
+        only.as_deref()
+            .is_none_or(|only| only.split(',').any(|v| v == variant.name()))
+    };
+    for queue in &queues {
+        let leftover = drain(&broker, queue).await?;
+        if leftover > 0 {
+            println!("{queue}: drained {leftover} messages left from before");
         }
-        let median = |v: &mut Vec<f64>| {
-            v.sort_by(f64::total_cmp);
-            v[v.len() / 2]
-        };
-        let (r, a) = (median(&mut raws), median(&mut ours));
-        println!(
-            "{queue:10}  raw fe2o3 {r:>8.0} msg/s   adapter {a:>8.0} msg/s   ratio {:.1} %   (raw {raws:.0?}, adapter {ours:.0?})",
-            100.0 * a / r
-        );
+        // results[variant][round]
+        let mut results: [Vec<Measure>; 4] = Default::default();
+        for round in 0..rounds {
+            for k in 0..VARIANTS.len() {
+                let variant = VARIANTS[(round + k) % VARIANTS.len()];
+                if !runs(variant) {
+                    continue;
+                }
+                fill(&broker, queue, n).await?;
+                // Each variant runs in a task of its own on the runtime's workers, as the
+                // framework's handling loop does (not on the thread blocked in `main`).
+                let (url, queue) = (url.clone(), queue.clone());
+                let measure = tokio::spawn(async move {
+                    match variant {
+                        Variant::Raw => raw(&url, &queue, n, false).await,
+                        Variant::RawBatched => raw(&url, &queue, n, true).await,
+                        Variant::Adapter => adapter(&url, &queue, n).await,
+                        Variant::Framework => framework(&url, &queue, n).await,
+                    }
+                })
+                .await??;
+                let index = VARIANTS.iter().position(|v| *v == variant).unwrap_or(0);
+                results[index].push(measure);
+            }
+            println!(
+                "  {queue} round {} done; load average {}",
+                round + 1,
+                load_average()
+            );
+        }
+        let leftover = drain(&broker, queue).await?;
+        println!("{queue}: left in queue after the run: {leftover}");
+        report(&results);
     }
     broker.close().await;
     Ok(())
