@@ -74,7 +74,10 @@ impl App {
         Self::with_broker(Arc::new(broker))
     }
 
-    /// A service on a shared broker.
+    /// A service on a broker chosen at run time (by URL, say).
+    ///
+    /// A stopping service closes its broker ([`Running::stop`]): give each service its own
+    /// connection (for the memory broker, a clone) rather than one shared by several.
     pub fn with_broker(broker: Arc<dyn Broker>) -> Self {
         let publisher = Publisher::new(broker.publisher());
         Self {
