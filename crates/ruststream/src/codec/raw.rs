@@ -44,10 +44,10 @@ impl ser::Serializer for BytesOnly {
     type SerializeStructVariant = Impossible<Bytes, NotBytes>;
 
     fn serialize_bytes(self, v: &[u8]) -> Result<Bytes, NotBytes> {
-        Ok(Bytes::copy_from_slice(v))
+        Ok(super::chunk::copy(v))
     }
     fn serialize_str(self, v: &str) -> Result<Bytes, NotBytes> {
-        Ok(Bytes::copy_from_slice(v.as_bytes()))
+        Ok(super::chunk::copy(v.as_bytes()))
     }
     fn serialize_newtype_struct<T: Serialize + ?Sized>(
         self,
