@@ -26,24 +26,11 @@ fn hand_back_later(delivery: Delivery, runtime: &Runtime) {
         });
 }
 
-/// The execution of a plan: a bare settlement (the common case, which allocates
-/// nothing), or the slower path with a copy to publish.
+/// The execution of a plan: a bare settlement (which allocates nothing), or the slower
+/// path with a copy to publish.
 pub(super) enum Execution {
     Settle(Settling),
     Copy(BoxFuture<'static, Result<(), SettleError>>),
-    Done(Result<(), SettleError>),
-}
-
-impl Execution {
-    /// The result, if the execution is already over (a settlement done synchronously).
-    #[inline]
-    pub(super) fn ready(&mut self) -> Option<Result<(), SettleError>> {
-        match self {
-            Self::Settle(settling) => settling.take_ready().map(|r| r.map_err(SettleError::Ack)),
-            Self::Copy(_) => None,
-            Self::Done(result) => Some(std::mem::replace(result, Ok(()))),
-        }
-    }
 }
 
 impl Future for Execution {
@@ -54,7 +41,6 @@ impl Future for Execution {
         match self.get_mut() {
             Self::Settle(settling) => Pin::new(settling).poll(cx).map_err(SettleError::Ack),
             Self::Copy(future) => future.as_mut().poll(cx),
-            Self::Done(result) => Poll::Ready(std::mem::replace(result, Ok(()))),
         }
     }
 }
@@ -67,83 +53,69 @@ impl Future for Execution {
 ///
 /// An outcome the form cannot carry out ([`Original::Unsupported`]) leaves the delivery
 /// as it is: on a form that settles, unsettled for a while and then handed back.
-#[inline(always)]
+#[inline]
 pub(super) fn execute(
     delivery: Delivery,
     plan: &Plan,
     settles: bool,
     runtime: &Arc<Runtime>,
 ) -> Execution {
-    if let (None, Original::Settle(settlement)) = (&plan.copy, plan.original) {
-        return Execution::Settle(delivery.settle(settlement));
+    let Some(copy) = &plan.copy else {
+        return Execution::Settle(
+            settle_now(delivery, plan.original, settles, runtime)
+                .unwrap_or_else(|error| Settling::done(Err(error))),
+        );
+    };
+    let original = plan.original;
+    let mut message: Message = delivery.to_message();
+    if let Some(count) = copy.retry_count {
+        message
+            .headers
+            .insert(RETRY_COUNT, HeaderValue::from(count));
     }
-    execute_slow(delivery, plan, settles, runtime)
+    let (to, delay) = (copy.to.clone(), copy.delay);
+    let runtime = runtime.clone();
+    Execution::Copy(Box::pin(async move {
+        let Some(delay) = delay else {
+            if let Err(error) = runtime.publish.publish(to, message).await {
+                hand_back_later(delivery, &runtime);
+                return Err(error.into());
+            }
+            return Ok(settle_now(delivery, original, settles, &runtime)?.await?);
+        };
+        settle_now(delivery, original, settles, &runtime)?.await?;
+        let publish = runtime.publish.clone();
+        runtime.deferred.schedule(delay, move || async move {
+            if let Err(error) = publish.publish(to, message).await {
+                tracing::error!(%error, "delayed retry copy lost");
+            }
+        });
+        Ok(())
+    }))
 }
 
-#[inline(never)]
-fn execute_slow(
+/// Carries out `original` on the delivery: a settlement to await
+/// (already finished where it was done at once), or why nothing was done.
+fn settle_now(
     delivery: Delivery,
-    plan: &Plan,
+    original: Original,
     settles: bool,
-    runtime: &Arc<Runtime>,
-) -> Execution {
-    match (&plan.copy, plan.original) {
-        (None, Original::Settle(settlement)) => Execution::Settle(delivery.settle(settlement)),
-        (None, Original::Unsupported) => {
+    runtime: &Runtime,
+) -> Result<Settling, AckError> {
+    match original {
+        Original::Settle(settlement) => Ok(delivery.settle(settlement)),
+        Original::Hold(delay, settlement) => {
+            hold(delivery, delay, settlement, runtime);
+            Ok(Settling::done(Ok(())))
+        }
+        Original::Unsupported => {
             tracing::debug!("settlement not supported by this subscription");
             if settles {
                 hand_back_later(delivery, runtime);
             }
-            Execution::Done(Err(AckError::Unsupported.into()))
+            Err(AckError::Unsupported)
         }
-        (None, Original::Untouched) => Execution::Done(Ok(())),
-        (None, Original::Hold(delay, settlement)) => {
-            hold(delivery, delay, settlement, runtime);
-            Execution::Done(Ok(()))
-        }
-        (Some(copy), original) => {
-            let mut message: Message = delivery.to_message();
-            if let Some(count) = copy.retry_count {
-                message
-                    .headers
-                    .insert(RETRY_COUNT, HeaderValue::from(count));
-            }
-            let (to, delay) = (copy.to.clone(), copy.delay);
-            let runtime = runtime.clone();
-            Execution::Copy(Box::pin(async move {
-                let Some(delay) = delay else {
-                    if let Err(error) = runtime.publish.publish(to, message).await {
-                        hand_back_later(delivery, &runtime);
-                        return Err(error.into());
-                    }
-                    return settle_original(delivery, original, &runtime).await;
-                };
-                settle_original(delivery, original, &runtime).await?;
-                let publish = runtime.publish.clone();
-                runtime.deferred.schedule(delay, move || async move {
-                    if let Err(error) = publish.publish(to, message).await {
-                        tracing::error!(%error, "delayed retry copy lost");
-                    }
-                });
-                Ok(())
-            }))
-        }
-    }
-}
-
-async fn settle_original(
-    delivery: Delivery,
-    original: Original,
-    runtime: &Arc<Runtime>,
-) -> Result<(), SettleError> {
-    match original {
-        Original::Settle(settlement) => Ok(delivery.settle(settlement).await?),
-        Original::Hold(delay, settlement) => {
-            hold(delivery, delay, settlement, runtime);
-            Ok(())
-        }
-        Original::Unsupported => Err(AckError::Unsupported.into()),
-        Original::Untouched => Ok(()),
+        Original::Untouched => Ok(Settling::done(Ok(()))),
     }
 }
 

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures_util::FutureExt;
-use ruststream_core::{BoxFuture, Capabilities, ConsumeError, Delivery, Facts, decide};
+use ruststream_core::{
+    BoxFuture, Capabilities, ConsumeError, Delivery, Facts, Original, Plan, decide,
+};
 
 use super::Runtime;
 use super::execute::execute;
@@ -17,7 +19,7 @@ use crate::handler::Handler;
 use crate::mount::Mount;
 use crate::outcome::Outcome;
 use crate::policy::Policy;
-use crate::settled::{Cause, Settled};
+use crate::settled::{Cause, SettleError, Settled};
 
 /// One mount's handler with what it needs to settle.
 pub(crate) struct Worker<H, M> {
@@ -163,21 +165,48 @@ impl<H: Handler<M>, M: 'static> Process for Worker<H, M> {
             &self.mount.declaration,
             delivery.address(),
         );
+        if let (None, None, None, Original::Settle(settlement)) =
+            (&outcome.reply, &outcome.after, &plan.copy, plan.original)
+            && self.runtime.after_settle.is_empty()
+        {
+            // The common case: settle and go on, with nothing to publish or to tell.
+            let mut settling = delivery.settle(settlement);
+            let result = match settling.take_ready() {
+                Some(result) => result,
+                None => settling.await,
+            };
+            if let Err(error) = result {
+                self.settlement_failed(&error.into());
+            }
+            return true;
+        }
+        self.finish(delivery, outcome, cause, facts, plan).await;
+        true
+    }
+}
+
+impl<H: Handler<M>, M: 'static> Worker<H, M> {
+    /// Settles as `plan` says when there is more to it than a settlement: a reply, a
+    /// copy, hooks or an `and_after` to run.
+    async fn finish(
+        &self,
+        delivery: Delivery,
+        outcome: Outcome,
+        cause: Cause,
+        facts: Facts,
+        plan: Plan,
+    ) {
         if let Some(reply) = outcome.reply {
             reply.send(&delivery, &self.mount, &self.runtime.app).await;
         }
         let watched = outcome.after.is_some() || !self.runtime.after_settle.is_empty();
         let address = watched.then(|| delivery.address().clone());
-        let mut execution = execute(delivery, &plan, self.capabilities.settles, &self.runtime);
-        let result = match execution.ready() {
-            Some(result) => result,
-            None => execution.await,
-        };
+        let result = execute(delivery, &plan, self.capabilities.settles, &self.runtime).await;
         if let Err(error) = &result {
-            tracing::warn!(address = %self.mount.address, %error, "settlement failed; going on");
+            self.settlement_failed(error);
         }
         let Some(address) = address else {
-            return true;
+            return;
         };
         let settled = Settled {
             address,
@@ -190,7 +219,11 @@ impl<H: Handler<M>, M: 'static> Process for Worker<H, M> {
         if let Some(after) = self.after_settled(settled, outcome.after) {
             after.await;
         }
-        true
+    }
+
+    #[cold]
+    fn settlement_failed(&self, error: &SettleError) {
+        tracing::warn!(address = %self.mount.address, %error, "settlement failed; going on");
     }
 }
 
