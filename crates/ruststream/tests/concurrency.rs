@@ -210,3 +210,45 @@ async fn blocked_handlers_hold_back_the_subscription() {
         app.stop().await.expect("clean stop");
     }
 }
+
+/// A stream that is always ready (a handler that retries at once on a broker that hands
+/// the message straight back) does not hold its thread: a timer of another task still
+/// fires, and the service stops.
+#[tokio::test]
+async fn an_always_ready_stream_lets_other_tasks_run() {
+    let broker = MemoryBroker::new();
+    let handled = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let h = handled.clone();
+    let app = App::new(broker.clone()).mount("spin", move |_: u32| {
+        h.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        async { ruststream::retry() }
+    });
+    let publisher = app.publisher();
+    let running = app.start().await.expect("starts");
+    // A loop that held the thread would stop every timer here, the test's own included.
+    let watched = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let w = watched.clone();
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(30));
+        if !w.load(std::sync::atomic::Ordering::Acquire) {
+            eprintln!("the handling loop held its thread for 30 s");
+            std::process::exit(1);
+        }
+    });
+    publisher.publish("spin", &1u32).await.expect("published");
+    // On this single-threaded runtime the sleep only ends if the loop yields.
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        tokio::time::sleep(Duration::from_millis(50)),
+    )
+    .await
+    .expect("the handling loop lets the timer run");
+    assert!(
+        handled.load(std::sync::atomic::Ordering::Relaxed) > 1,
+        "it kept retrying"
+    );
+    tokio::time::timeout(Duration::from_secs(10), running.stop())
+        .await
+        .expect("stops in time")
+        .expect("stops cleanly");
+}

@@ -2,6 +2,7 @@
 
 mod deferred;
 mod execute;
+mod sequential;
 mod shutdown;
 mod worker;
 
@@ -42,19 +43,7 @@ pub(crate) fn loops<W: Process>(
 ) -> Vec<BoxFuture<'static, ()>> {
     let worker = Arc::new(worker);
     match concurrency {
-        Concurrency::Sequential => vec![Box::pin(async move {
-            let shutdown = &worker.runtime().shutdown;
-            while let Some(item) = shutdown.next(&mut deliveries).await {
-                match item {
-                    Ok(delivery) => {
-                        if !worker.handle(delivery).await {
-                            break;
-                        }
-                    }
-                    Err(error) => worker.report(&error),
-                }
-            }
-        })],
+        Concurrency::Sequential => vec![worker.sequential(deliveries)],
         Concurrency::Workers(n) => {
             let deliveries = Arc::new(tokio::sync::Mutex::new(deliveries));
             (0..n)

@@ -2,18 +2,18 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use ruststream_core::{ConsumeError, Delivery, DeliveryStream};
 use tokio::sync::Notify;
-use tokio::sync::futures::Notified;
+use tokio::sync::futures::{Notified, OwnedNotified};
 
 #[derive(Default)]
 pub(crate) struct Shutdown {
     flag: AtomicBool,
-    notify: Notify,
+    notify: Arc<Notify>,
     failure: Mutex<Option<String>>,
 }
 
@@ -30,6 +30,11 @@ impl Shutdown {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .get_or_insert(reason);
         self.trigger();
+    }
+
+    /// A notification of the next stop, for a loop that keeps it armed.
+    pub(crate) fn notified_owned(&self) -> OwnedNotified {
+        self.notify.clone().notified_owned()
     }
 
     #[inline]

@@ -9,11 +9,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures_util::FutureExt;
 use ruststream_core::{
-    BoxFuture, Capabilities, ConsumeError, Delivery, Facts, Original, Plan, decide,
+    BoxFuture, Capabilities, ConsumeError, Delivery, DeliveryStream, Facts, Original, Plan, decide,
 };
 
 use super::Runtime;
 use super::execute::execute;
+use super::sequential::Sequential;
 use crate::extract::Context;
 use crate::handler::Handler;
 use crate::mount::Mount;
@@ -39,6 +40,9 @@ pub(crate) trait Process: Send + Sync + 'static {
 
     /// Reports an error of the subscription (it goes on).
     fn report(&self, error: &ConsumeError);
+
+    /// The loop that handles `deliveries` one at a time, in order.
+    fn sequential(self: Arc<Self>, deliveries: DeliveryStream) -> BoxFuture<'static, ()>;
 }
 
 impl<H: Handler<M>, M: 'static> Worker<H, M> {
@@ -60,7 +64,7 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
     /// Makes the handler's arguments and calls it; or, where that fails, the failure
     /// policy's decision (`None`: the service must stop).
     #[inline]
-    fn start(&self, delivery: &Delivery) -> Result<H::Future, Option<(Outcome, Cause)>> {
+    pub(super) fn start(&self, delivery: &Delivery) -> Result<H::Future, Option<(Outcome, Cause)>> {
         if let Some(defect) = delivery.defect() {
             return Err(self.policy(self.mount.on_decode_error, Cause::Decode(defect.into())));
         }
@@ -83,7 +87,7 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
     /// Runs the service's hooks on `settled` and starts the outcome's `and_after`, whose
     /// future is all that lives on (kept out of the handling future, which stays small).
     #[inline(never)]
-    fn after_settled(
+    pub(super) fn after_settled(
         &self,
         settled: Settled,
         after: Option<crate::outcome::After>,
@@ -141,6 +145,10 @@ impl<H: Handler<M>, M: 'static> Process for Worker<H, M> {
         tracing::warn!(address = %self.mount.address, %error, "subscription reported an error");
     }
 
+    fn sequential(self: Arc<Self>, deliveries: DeliveryStream) -> BoxFuture<'static, ()> {
+        Box::pin(Sequential::new(self, deliveries))
+    }
+
     /// Handles one delivery: outcome, decision, reply, settlement, hooks.
     async fn handle(&self, delivery: Delivery) -> bool {
         let _in_flight = InFlight::enter(&self.runtime.in_flight);
@@ -186,9 +194,27 @@ impl<H: Handler<M>, M: 'static> Process for Worker<H, M> {
 }
 
 impl<H: Handler<M>, M: 'static> Worker<H, M> {
+    pub(super) fn capabilities(&self) -> Capabilities {
+        self.capabilities
+    }
+
+    pub(super) fn mount(&self) -> &Mount {
+        &self.mount
+    }
+
+    pub(super) fn runtime_arc(&self) -> &Arc<Runtime> {
+        &self.runtime
+    }
+
+    /// The panic policy's decision for a handler that panicked with `message`.
+    #[cold]
+    pub(super) fn panicked(&self, message: String) -> Option<(Outcome, Cause)> {
+        self.policy(self.mount.on_panic, Cause::Panic(message))
+    }
+
     /// Settles as `plan` says when there is more to it than a settlement: a reply, a
     /// copy, hooks or an `and_after` to run.
-    async fn finish(
+    pub(super) async fn finish(
         &self,
         delivery: Delivery,
         outcome: Outcome,
@@ -222,12 +248,12 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
     }
 
     #[cold]
-    fn settlement_failed(&self, error: &SettleError) {
+    pub(super) fn settlement_failed(&self, error: &SettleError) {
         tracing::warn!(address = %self.mount.address, %error, "settlement failed; going on");
     }
 }
 
-fn panic_message(panic: &(dyn Any + Send)) -> String {
+pub(super) fn panic_message(panic: &(dyn Any + Send)) -> String {
     panic
         .downcast_ref::<&str>()
         .map(|s| (*s).to_owned())
