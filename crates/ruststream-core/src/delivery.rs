@@ -141,6 +141,7 @@ impl Delivery {
                 let message = self.take_message();
                 self.acker.settle(tag, message, settlement)
             }
+            // Not reached: `settle` consumes the delivery, and only `Drop` takes the tag.
             None => Settling::done(Err(AckError::Refused("already settled".into()))),
         }
     }

@@ -77,9 +77,6 @@ pub(crate) fn now_ms() -> u64 {
 pub(crate) fn member(id: EntryId, message: &Message) -> Bytes {
     let mut copy = message.clone();
     let count = copy.headers.retry_count().saturating_add(1);
-    // Remove first: `insert` compares names by representation (a decoded name is not a
-    // static one), so it would not replace the header read from the wire.
-    copy.headers.remove(RETRY_COUNT);
     copy.headers.insert(RETRY_COUNT, count);
     let frame = frame::encode(&copy);
     let id = id.to_string();
