@@ -41,13 +41,8 @@ pin_project_lite::pin_project! {
         delivery: Option<Delivery>,
         #[pin]
         running: Option<H::Future>,
-        // The settlement under way, and what the hooks learn once it is over.
-        settling: Option<Execution>,
-        report: Option<Report>,
-        // The outcome's `and_after`, or the slow path of an outcome with a reply.
-        after: Option<BoxFuture<'static, ()>>,
-        // Whether the in-flight gauge counts a delivery of this loop.
-        counted: bool,
+        // What follows the handler.
+        after_handler: AfterHandler,
         // Deliveries left before the loop yields to the other tasks of its thread.
         budget: u8,
     }
@@ -59,7 +54,7 @@ pin_project_lite::pin_project! {
     {
         fn drop(this: Pin<&mut Self>) {
             let this = this.project();
-            if *this.counted {
+            if this.after_handler.counted {
                 this.worker.runtime().in_flight.fetch_sub(1, Ordering::AcqRel);
             }
         }
@@ -71,6 +66,18 @@ pin_project_lite::pin_project! {
 /// always ready (a full memory queue, a handler that retries at once) must not hold the
 /// thread.
 const BUDGET: u8 = 128;
+
+/// What follows a delivery's handler, in place.
+#[derive(Default)]
+struct AfterHandler {
+    // The settlement under way, and what the hooks learn once it is over.
+    settling: Option<Execution>,
+    report: Option<Report>,
+    // The outcome's `and_after`, or the slow path of an outcome with a reply.
+    after: Option<BoxFuture<'static, ()>>,
+    // Whether the in-flight gauge counts a delivery of this loop.
+    counted: bool,
+}
 
 /// What the hooks learn once the settlement is over.
 struct Report {
@@ -90,10 +97,7 @@ impl<H: Handler<M>, M: 'static> Sequential<H, M> {
             stop: None,
             delivery: None,
             running: None,
-            settling: None,
-            report: None,
-            after: None,
-            counted: false,
+            after_handler: AfterHandler::default(),
             budget: BUDGET,
         }
     }
@@ -104,15 +108,17 @@ impl<H: Handler<M>, M: 'static> Future for Sequential<H, M> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let mut this = self.project();
+        let worker = &**this.worker;
+        let next = &mut *this.after_handler;
         loop {
             // What is in hand first: the settlement, then what runs after it.
-            if let Some(execution) = this.settling.as_mut() {
+            if let Some(execution) = next.settling.as_mut() {
                 let result = ready!(Pin::new(execution).poll(cx));
-                *this.settling = None;
+                next.settling = None;
                 if let Err(error) = &result {
-                    this.worker.settlement_failed(error);
+                    worker.settlement_failed(error);
                 }
-                if let Some(report) = this.report.take() {
+                if let Some(report) = next.report.take() {
                     let settled = Settled {
                         address: report.address,
                         attempt: report.attempt,
@@ -121,41 +127,28 @@ impl<H: Handler<M>, M: 'static> Future for Sequential<H, M> {
                         plan: report.plan,
                         result,
                     };
-                    *this.after = this.worker.after_settled(settled, report.after);
+                    next.after = worker.after_settled(settled, report.after);
                 }
-                if this.after.is_none() {
-                    uncount(this.worker, this.counted);
+                if next.after.is_none() {
+                    uncount(worker, &mut next.counted);
                 }
             }
-            if let Some(after) = this.after.as_mut() {
+            if let Some(after) = next.after.as_mut() {
                 ready!(after.as_mut().poll(cx));
-                *this.after = None;
-                uncount(this.worker, this.counted);
+                next.after = None;
+                uncount(worker, &mut next.counted);
             }
-            if let Some(future) = this.running.as_mut().as_pin_mut() {
-                let decided = match std::panic::catch_unwind(AssertUnwindSafe(|| future.poll(cx))) {
-                    Ok(Poll::Pending) => return Poll::Pending,
-                    Ok(Poll::Ready(outcome)) => Some((outcome, Cause::Handler)),
-                    Err(panic) => this.worker.panicked(panic_message(&*panic)),
-                };
-                this.running.set(None);
-                if let Some(delivery) = this.delivery.take() {
-                    let go_on = settle(
-                        this.worker,
-                        delivery,
-                        decided,
-                        this.settling,
-                        this.report,
-                        this.after,
-                    );
-                    if !go_on {
-                        return Poll::Ready(());
-                    }
+            if this.running.is_some() {
+                let decided = ready!(run(this.running.as_mut(), worker, cx));
+                if let Some(delivery) = this.delivery.take()
+                    && !settle(worker, this.worker, delivery, decided, next)
+                {
+                    return Poll::Ready(());
                 }
                 continue;
             }
             // Nothing in hand: the next delivery, unless the service stops.
-            let shutdown = &this.worker.runtime().shutdown;
+            let shutdown = &worker.runtime().shutdown;
             if shutdown.is_triggered() {
                 return Poll::Ready(());
             }
@@ -167,32 +160,27 @@ impl<H: Handler<M>, M: 'static> Future for Sequential<H, M> {
             match this.deliveries.as_mut().poll_next(cx) {
                 Poll::Ready(Some(Ok(delivery))) => {
                     *this.budget -= 1;
-                    this.worker
-                        .runtime()
-                        .in_flight
-                        .fetch_add(1, Ordering::AcqRel);
-                    *this.counted = true;
-                    match this.worker.start(&delivery) {
+                    worker.runtime().in_flight.fetch_add(1, Ordering::AcqRel);
+                    next.counted = true;
+                    let decided = match worker.start(&delivery) {
                         Ok(future) => {
                             this.running.set(Some(future));
-                            *this.delivery = Some(delivery);
-                        }
-                        Err(decided) => {
-                            let go_on = settle(
-                                this.worker,
-                                delivery,
-                                decided,
-                                this.settling,
-                                this.report,
-                                this.after,
-                            );
-                            if !go_on {
-                                return Poll::Ready(());
+                            match run(this.running.as_mut(), worker, cx) {
+                                Poll::Ready(decided) => decided,
+                                Poll::Pending => {
+                                    // It waits on something: the delivery waits with it.
+                                    *this.delivery = Some(delivery);
+                                    return Poll::Pending;
+                                }
                             }
                         }
+                        Err(decided) => decided,
+                    };
+                    if !settle(worker, this.worker, delivery, decided, next) {
+                        return Poll::Ready(());
                     }
                 }
-                Poll::Ready(Some(Err(error))) => this.worker.report(&error),
+                Poll::Ready(Some(Err(error))) => worker.report(&error),
                 Poll::Ready(None) => return Poll::Ready(()),
                 Poll::Pending => {
                     if this.stop.is_none() {
@@ -212,6 +200,26 @@ impl<H: Handler<M>, M: 'static> Future for Sequential<H, M> {
     }
 }
 
+/// Polls the handler's future, under `catch_unwind`; once it is over, what to do: its
+/// outcome, or the panic policy's decision (`None`: stop).
+#[inline(always)]
+fn run<H: Handler<M>, M: 'static>(
+    mut running: Pin<&mut Option<H::Future>>,
+    worker: &Worker<H, M>,
+    cx: &mut Context<'_>,
+) -> Poll<Option<(Outcome, Cause)>> {
+    let Some(future) = running.as_mut().as_pin_mut() else {
+        return Poll::Ready(None);
+    };
+    let decided = match std::panic::catch_unwind(AssertUnwindSafe(|| future.poll(cx))) {
+        Ok(Poll::Pending) => return Poll::Pending,
+        Ok(Poll::Ready(outcome)) => Some((outcome, Cause::Handler)),
+        Err(panic) => worker.panicked(panic_message(&*panic)),
+    };
+    running.set(None);
+    Poll::Ready(decided)
+}
+
 /// The in-flight gauge no longer counts this loop's delivery.
 #[inline]
 fn uncount<H: Handler<M>, M: 'static>(worker: &Worker<H, M>, counted: &mut bool) {
@@ -222,14 +230,15 @@ fn uncount<H: Handler<M>, M: 'static>(worker: &Worker<H, M>, counted: &mut bool)
 
 /// Starts carrying out what `decided` says for `delivery`; `false` means stop (a
 /// `fail_fast`: the delivery is dropped unsettled for the broker to hand back).
-#[inline]
+///
+/// A bare settlement that the adapter does at once is over before this returns.
+#[inline(always)]
 fn settle<H: Handler<M>, M: 'static>(
-    worker: &Arc<Worker<H, M>>,
+    worker: &Worker<H, M>,
+    shared: &Arc<Worker<H, M>>,
     delivery: Delivery,
     decided: Option<(Outcome, Cause)>,
-    settling: &mut Option<Execution>,
-    report: &mut Option<Report>,
-    after: &mut Option<BoxFuture<'static, ()>>,
+    next: &mut AfterHandler,
 ) -> bool {
     let Some((outcome, cause)) = decided else {
         return false;
@@ -248,19 +257,43 @@ fn settle<H: Handler<M>, M: 'static>(
         && worker.runtime().after_settle.is_empty()
     {
         // The common case: a bare settlement, with nothing to publish or to tell.
-        *settling = Some(Execution::Settle(delivery.settle(settlement)));
+        let mut settling = delivery.settle(settlement);
+        match settling.take_ready() {
+            Some(result) => {
+                if let Err(error) = result {
+                    worker.settlement_failed(&error.into());
+                }
+                uncount(worker, &mut next.counted);
+            }
+            None => next.settling = Some(Execution::Settle(settling)),
+        }
         return true;
     }
+    settle_slow(shared, delivery, outcome, cause, facts, plan, next);
+    true
+}
+
+/// [`settle`] for everything but a bare settlement: a reply, a copy, hooks to tell.
+#[inline(never)]
+fn settle_slow<H: Handler<M>, M: 'static>(
+    worker: &Arc<Worker<H, M>>,
+    delivery: Delivery,
+    outcome: Outcome,
+    cause: Cause,
+    facts: Facts,
+    plan: Plan,
+    next: &mut AfterHandler,
+) {
     if outcome.reply.is_some() {
-        // A reply is published first: the slow path, in a future of its own.
+        // A reply is published first: in a future of its own.
         let worker = worker.clone();
-        *after = Some(Box::pin(async move {
+        next.after = Some(Box::pin(async move {
             worker.finish(delivery, outcome, cause, facts, plan).await;
         }));
-        return true;
+        return;
     }
     if outcome.after.is_some() || !worker.runtime().after_settle.is_empty() {
-        *report = Some(Report {
+        next.report = Some(Report {
             address: delivery.address().clone(),
             attempt: facts.attempt,
             verdict: outcome.verdict,
@@ -269,11 +302,10 @@ fn settle<H: Handler<M>, M: 'static>(
             after: outcome.after,
         });
     }
-    *settling = Some(execute(
+    next.settling = Some(execute(
         delivery,
         &plan,
-        capabilities.settles,
+        worker.capabilities().settles,
         worker.runtime_arc(),
     ));
-    true
 }
