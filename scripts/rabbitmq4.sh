@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # rabbitmq4.sh - run RabbitMQ 4 (Debian 13 "trixie" package) in a chroot on
 # 127.0.0.1:5673, next to the host's own RabbitMQ 3.x on 5672, for the
-# AMQP 1.0 adapter tests. Needs root. Idempotent: safe to run again at any time.
+# AMQP 1.0 adapter tests, with a TLS listener on 127.0.0.1:5674 (amqps://, the server
+# certificate of scripts/tls-certs.sh; clients need no certificate of their own).
+# Needs root. Idempotent: safe to run again at any time; a running node whose
+# configuration or certificates changed (one without the TLS listener) is restarted.
 #
 # Usage: scripts/rabbitmq4.sh [start]      build root if needed, start if needed,
 #                                          wait, import definitions (default)
@@ -15,7 +18,8 @@
 #
 # The root is built once with debootstrap into ${RUSTSTREAM_CACHE:-/var/cache/ruststream}/
 # rabbitmq4-root (outside the checkout) from the mirror the host's apt uses.
-# Node: rabbit4@localhost, AMQP port 5673, dist port 25673, its own epmd on 4370.
+# Node: rabbit4@localhost, AMQP port 5673, AMQP over TLS 5674, dist port 25673, its own
+# epmd on 4370. The certificates are copied to ROOT/etc/rabbitmq/tls on every start.
 # Definitions (scripts/rabbitmq4-definitions.json) are imported on every start.
 set -euo pipefail
 
@@ -23,7 +27,7 @@ SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 CACHE=${RUSTSTREAM_CACHE:-/var/cache/ruststream}
 ROOT=$CACHE/rabbitmq4-root
 SUITE=trixie
-PORT=5673 DIST_PORT=25673 EPMD_PORT=4370
+PORT=5673 TLS_PORT=5674 DIST_PORT=25673 EPMD_PORT=4370
 START_TIMEOUT=${RABBITMQ4_START_TIMEOUT:-90}
 CLEAN_ENV=(env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/var/lib/rabbitmq LANG=C.UTF-8)
 
@@ -76,7 +80,28 @@ build_root() {
 }
 
 # Write stdin to $1 atomically (rabbitmqctl may be reading it right now), mode 0644.
-put() { cat >"$1.new" && chmod 0644 "$1.new" && mv -f "$1.new" "$1"; }
+# Sets CHANGED=1 when the content is new: a running node must restart to read it.
+CHANGED=0
+put() {
+  cat >"$1.new" && chmod 0644 "$1.new"
+  if cmp -s "$1.new" "$1"; then rm -f "$1.new"; else mv -f "$1.new" "$1"; CHANGED=1; fi
+}
+
+# The certificates of scripts/tls-certs.sh into the root, readable by rabbitmq only.
+put_certs() {
+  local tls owner f
+  tls=$("$SCRIPT_DIR/tls-certs.sh" dir) || die "scripts/tls-certs.sh failed"
+  owner=$(awk -F: '$1 == "rabbitmq" { print $3 ":" $4 }' "$ROOT/etc/passwd")
+  [ -n "$owner" ] || die "no rabbitmq user in $ROOT/etc/passwd"
+  install -d -m 0750 -o "${owner%:*}" -g "${owner#*:}" "$ROOT/etc/rabbitmq/tls"
+  for f in ca.pem server.pem server.key; do
+    if ! cmp -s "$tls/$f" "$ROOT/etc/rabbitmq/tls/$f"; then
+      install -m 0600 -o "${owner%:*}" -g "${owner#*:}" "$tls/$f" "$ROOT/etc/rabbitmq/tls/$f.new"
+      mv -f "$ROOT/etc/rabbitmq/tls/$f.new" "$ROOT/etc/rabbitmq/tls/$f"
+      CHANGED=1
+    fi
+  done
+}
 
 configure_root() {
   mountpoint -q "$ROOT/proc" || mount -t proc proc "$ROOT/proc"
@@ -95,9 +120,18 @@ EOF
   put "$ROOT/etc/rabbitmq/rabbitmq.conf" <<EOF
 # written by ruststream scripts/rabbitmq4.sh
 listeners.tcp.default = 127.0.0.1:$PORT
+listeners.ssl.default = 127.0.0.1:$TLS_PORT
+ssl_options.cacertfile = /etc/rabbitmq/tls/ca.pem
+ssl_options.certfile = /etc/rabbitmq/tls/server.pem
+ssl_options.keyfile = /etc/rabbitmq/tls/server.key
+ssl_options.verify = verify_none
+ssl_options.fail_if_no_peer_cert = false
 loopback_users = none
 EOF
+  put_certs
+  local changed=$CHANGED  # definitions are imported on every start: no restart for them
   put "$ROOT/etc/rabbitmq/ruststream-definitions.json" <"$SCRIPT_DIR/rabbitmq4-definitions.json"
+  CHANGED=$changed
 }
 
 # Pids of the node's beam.smp (arg "-s rabbit") and of the epmd run from the root;
@@ -126,17 +160,27 @@ kill_root_procs() {
   kill -9 $pids 2>/dev/null || true
 }
 
+listening() { ss -Hltn "sport = :$1" | grep -q .; }
+
 start() {
   build_root
   configure_root
+  if node_alive && running 15 && { [ "$CHANGED" = 1 ] || ! listening "$TLS_PORT"; }; then
+    # Started with another configuration (before the TLS listener, or older
+    # certificates): the node reads it at boot only.
+    log "configuration changed: restarting the node"
+    stop
+    configure_root
+  fi
   if node_alive && running 15; then  # returns at once when up; waits a little if busy
     log "node already running"
   else
     kill_root_procs  # stale epmd / half-dead node from an earlier run
     rm -f "$ROOT"/var/lib/rabbitmq/mnesia/rabbit4@localhost.pid
-    if ss -Hltn "sport = :$PORT" | grep -q .; then
-      die "port $PORT is already taken by another process: $(ss -Hltnp "sport = :$PORT")"
-    fi
+    local p
+    for p in "$PORT" "$TLS_PORT"; do
+      ! listening "$p" || die "port $p is already taken by another process: $(ss -Hltnp "sport = :$p")"
+    done
     log "starting rabbit4@localhost"
     local t0=$SECONDS
     "${CLEAN_ENV[@]}" chroot "$ROOT" rabbitmq-server -detached >&2 9>&- || die "rabbitmq-server -detached failed"
@@ -147,14 +191,17 @@ start() {
     done
     log "node up in $((SECONDS - t0)) s"
   fi
+  local i
+  for i in $(seq 50); do listening "$TLS_PORT" && break; sleep 0.2; done
+  listening "$TLS_PORT" || die "no TLS listener on $TLS_PORT; see $ROOT/var/log/rabbitmq/"
   ctl -q import_definitions /etc/rabbitmq/ruststream-definitions.json >&2 ||
     die "import_definitions failed"
-  local i  # the CLI calls the import asynchronous: wait until the queues exist
+  # the CLI calls the import asynchronous: wait until the queues exist
   for i in $(seq 20); do
     [ "$(ctl -q list_queues name | grep -cxE 'rs\.(quorum|quorum\.limited|dead|classic)')" = 4 ] && break
     [ "$i" = 20 ] && die "definitions not visible after import"; sleep 0.5
   done
-  echo "rabbitmq4 ready on 127.0.0.1:$PORT"
+  echo "rabbitmq4 ready on 127.0.0.1:$PORT (TLS: $TLS_PORT)"
 }
 
 stop() {
@@ -171,7 +218,7 @@ stop() {
 status() {
   [ -x "$ROOT/usr/sbin/rabbitmq-server" ] || { echo "rabbitmq4: root not built ($ROOT)"; return 3; }
   if node_alive && running 5; then
-    echo "rabbitmq4 running on 127.0.0.1:$PORT, version $(ctl -q version)"
+    echo "rabbitmq4 running on 127.0.0.1:$PORT (TLS: $TLS_PORT), version $(ctl -q version)"
   else
     echo "rabbitmq4 not running"; return 3
   fi

@@ -40,6 +40,9 @@ fn container_id() -> String {
 pub(crate) struct Connector {
     url: BrokerUrl,
     pub(crate) options: ConnectOptions,
+    /// The handshake of `amqps://` connections.
+    #[cfg(feature = "tls")]
+    tls: Option<crate::tls::Tls>,
     container_id: String,
     state: Mutex<State>,
     closed: watch::Sender<bool>,
@@ -58,9 +61,16 @@ impl Connector {
         options: ConnectOptions,
     ) -> Result<Self, ConnectError> {
         let container_id = options.container_id.clone().unwrap_or_else(container_id);
+        #[cfg(feature = "tls")]
+        let tls = match url.scheme {
+            "amqps" => Some(crate::tls::Tls::new(&options.tls, &url.host)?),
+            _ => None,
+        };
         let connector = Self {
             url,
             options,
+            #[cfg(feature = "tls")]
+            tls,
             container_id,
             state: Mutex::new(State { connection: None }),
             closed: watch::Sender::new(false),
@@ -143,20 +153,27 @@ impl Connector {
                 None => SaslProfile::Anonymous,
             };
             let idle = u32::try_from(self.options.idle_timeout.as_millis()).unwrap_or(u32::MAX);
+            // "amqp" for fe2o3 in any case: under `amqps://` the crate has done the TLS
+            // handshake itself (see `crate::tls`).
             let builder = Connection::builder()
                 .container_id(self.container_id.clone())
-                .scheme(self.url.scheme)
+                .scheme("amqp")
                 .hostname(hostname.as_deref())
-                .domain(Some(self.url.host.as_str()))
                 .idle_time_out(idle)
                 .sasl_profile(sasl);
-            let opened = if self.url.scheme == "amqps" {
-                // TLS wraps the socket inside fe2o3: the frame patch cannot see plain text.
-                builder.open_with_stream(tcp).await
-            } else {
-                builder.open_with_stream(Patched::new(tcp)).await
-            };
-            opened.map_err(|e| ConnectError::Open(e.to_string()))
+            #[cfg(feature = "tls")]
+            if let Some(tls) = &self.tls {
+                let addr = format!("{}:{}", self.url.host, self.url.port);
+                let stream = tls.handshake(tcp, &addr).await?;
+                return builder
+                    .open_with_stream(Patched::new(stream))
+                    .await
+                    .map_err(|e| ConnectError::Open(e.to_string()));
+            }
+            builder
+                .open_with_stream(Patched::new(tcp))
+                .await
+                .map_err(|e| ConnectError::Open(e.to_string()))
         };
         tokio::time::timeout(OPEN_TIMEOUT, open)
             .await

@@ -15,6 +15,11 @@ pub enum ConnectError {
         /// The socket error.
         source: std::io::Error,
     },
+    /// TLS (`amqps://`): the configuration could not be built (a CA file that cannot be
+    /// read or holds no PEM certificate, no root to trust) or the handshake failed (a
+    /// server certificate not trusted, a name that does not match).
+    #[error("amqp tls: {0}")]
+    Tls(String),
     /// The AMQP open (SASL included) failed.
     #[error("amqp open failed: {0}")]
     Open(String),

@@ -1,10 +1,11 @@
 //! AMQP 1.0 adapter for ruststream, over the `fe2o3-amqp` client, made for RabbitMQ 4.
 //!
 //! [`AmqpBroker::connect`] opens a connection (`amqp://user:pass@host:port[/vhost]`,
-//! `amqps://` with the `tls` feature; SASL PLAIN with credentials, ANONYMOUS without) and
-//! implements [`ruststream_core::Broker`]: one receiving link per subscription, one
-//! sending link per address published to. Connections are re-opened with back-off when
-//! they drop, and every subscription re-attaches and goes on by itself.
+//! `amqps://` with the `tls` feature, see [TLS](#tls); SASL PLAIN with credentials,
+//! ANONYMOUS without) and implements [`ruststream_core::Broker`]: one receiving link per
+//! subscription, one sending link per address published to. Connections are re-opened
+//! with back-off when they drop, and every subscription re-attaches and goes on by
+//! itself.
 //!
 //! # Addresses
 //!
@@ -56,9 +57,43 @@
 //! * RabbitMQ's management node needs two links of the same name on one session, which
 //!   fe2o3 refuses: queue counting is declared ([`SubscribeOptions::counts`]), not detected.
 //! * Dead-lettered messages (`x-opt-deaths`, an array of maps) do not decode in fe2o3;
-//!   the crate patches that annotation on the wire into an array of binaries (plain
-//!   `amqp://` only: under `amqps://` fe2o3 owns the TLS stream and such a message
-//!   arrives as a defective delivery that can still be settled).
+//!   the crate patches that annotation on the wire into an array of binaries (under
+//!   `amqps://` too: the patch reads the frames inside TLS).
+//!
+//! # TLS
+//!
+//! With the `tls` feature, `amqps://host[:port]` (default port 5671) connects over TLS
+//! with rustls (ring). The crate does the handshake itself, right after the TCP connect,
+//! then speaks AMQP inside it: that is what RabbitMQ's TLS listener expects (it answers
+//! the AMQP TLS protocol header that fe2o3-amqp would send first with a TLS alert). The
+//! server certificate must name the URL's host (DNS name or IP address, in its
+//! subjectAltName).
+//!
+//! By default the Mozilla roots of `webpki-roots` are trusted, as fe2o3-amqp does. For a
+//! server whose certificate a private CA signed (a company CA, a test CA), add it with
+//! `ConnectOptions::tls_ca_file` (PEM, may hold several certificates; the default roots
+//! stay trusted unless `tls_default_roots(false)`), or hand over a whole rustls
+//! configuration with `ConnectOptions::tls_client_config` (a client certificate for
+//! mutual TLS, other versions or providers); `ruststream_amqp::rustls` is the rustls
+//! version to build it with. A CA file that cannot be read or holds no PEM certificate,
+//! and a handshake that fails (a server certificate not trusted), are
+//! [`ConnectError::Tls`] from [`AmqpBroker::connect_with`]; reconnections reuse the
+//! configuration built then.
+//!
+//! ```no_run
+//! # #[cfg(feature = "tls")]
+//! # async fn tls() -> Result<(), Box<dyn std::error::Error>> {
+//! use ruststream_amqp::{AmqpBroker, ConnectOptions};
+//!
+//! let options = ConnectOptions::new().tls_ca_file("/etc/ssl/company-ca.pem");
+//! let broker = AmqpBroker::connect_with("amqps://app:secret@rabbit.internal:5671", options).await?;
+//! # let _ = broker;
+//! # Ok(()) }
+//! ```
+//!
+//! The crate's own TLS tests run against RabbitMQ 4 from `scripts/rabbitmq4.sh` (a TLS
+//! listener on 127.0.0.1:5674 with a throwaway CA made by `scripts/tls-certs.sh`):
+//! `cargo test -p ruststream-amqp --features tls --test tls`.
 //!
 //! # Example
 //!
@@ -92,6 +127,8 @@ mod message;
 mod options;
 mod publisher;
 mod receiver;
+#[cfg(feature = "tls")]
+mod tls;
 mod transport;
 mod url;
 
@@ -106,6 +143,10 @@ pub use address::amqp_address;
 pub use error::ConnectError;
 pub use options::{ConnectOptions, DEFAULT_CREDIT, Settle, SubscribeOptions};
 pub use publisher::AmqpPublisher;
+/// The rustls this crate does TLS with (feature `tls`), for
+/// [`ConnectOptions::tls_client_config`].
+#[cfg(feature = "tls")]
+pub use tokio_rustls::rustls;
 
 use connection::Connector;
 use receiver::LinkSpec;

@@ -91,6 +91,8 @@ pub struct ConnectOptions {
     pub(crate) backoff_min: Duration,
     pub(crate) backoff_max: Duration,
     pub(crate) publish_timeout: Duration,
+    #[cfg(feature = "tls")]
+    pub(crate) tls: crate::tls::TlsOptions,
 }
 
 impl Default for ConnectOptions {
@@ -102,6 +104,8 @@ impl Default for ConnectOptions {
             backoff_min: Duration::from_millis(100),
             backoff_max: Duration::from_secs(5),
             publish_timeout: Duration::from_secs(10),
+            #[cfg(feature = "tls")]
+            tls: crate::tls::TlsOptions::default(),
         }
     }
 }
@@ -142,6 +146,41 @@ impl ConnectOptions {
     /// the message back in a `PublishError`.
     pub fn publish_timeout(mut self, timeout: Duration) -> Self {
         self.publish_timeout = timeout;
+        self
+    }
+
+    /// For `amqps://`: trusts the CA certificates in the PEM file at `path` as well as
+    /// the default roots (a company CA). May be given more than once. The file is read
+    /// when connecting: one that cannot be read or holds no PEM certificate fails
+    /// [`AmqpBroker::connect_with`](crate::AmqpBroker::connect_with) with
+    /// [`ConnectError::Tls`](crate::ConnectError::Tls). Not used for `amqp://`.
+    #[cfg(feature = "tls")]
+    pub fn tls_ca_file(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.tls.ca_files.push(path.into());
+        self
+    }
+
+    /// For `amqps://`: whether the default roots are trusted (default `true`: the Mozilla
+    /// roots of `webpki-roots`, as fe2o3-amqp does). With `false` only the
+    /// [`tls_ca_file`](Self::tls_ca_file)s are.
+    #[cfg(feature = "tls")]
+    pub fn tls_default_roots(mut self, trust: bool) -> Self {
+        self.tls.default_roots = trust;
+        self
+    }
+
+    /// For `amqps://`: connects with this rustls configuration as it is (its roots, a
+    /// client certificate for mutual TLS, protocol versions, crypto provider);
+    /// [`tls_ca_file`](Self::tls_ca_file) and
+    /// [`tls_default_roots`](Self::tls_default_roots) are then not used.
+    /// [`rustls`](crate::rustls) is the version this crate uses. Options holding a
+    /// configuration compare equal only when they hold the same `Arc`.
+    #[cfg(feature = "tls")]
+    pub fn tls_client_config(
+        mut self,
+        config: impl Into<std::sync::Arc<crate::rustls::ClientConfig>>,
+    ) -> Self {
+        self.tls.client_config = Some(config.into());
         self
     }
 }

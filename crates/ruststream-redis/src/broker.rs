@@ -31,6 +31,8 @@ use crate::{ConnectError, client, delayed, url};
 pub struct Settings {
     key_prefix: String,
     pool_size: usize,
+    #[cfg(feature = "tls")]
+    tls: crate::tls::TlsSettings,
 }
 
 impl Default for Settings {
@@ -38,6 +40,8 @@ impl Default for Settings {
         Self {
             key_prefix: String::new(),
             pool_size: 2,
+            #[cfg(feature = "tls")]
+            tls: crate::tls::TlsSettings::default(),
         }
     }
 }
@@ -52,6 +56,39 @@ impl Settings {
     /// How many connections settle and publish (default 2).
     pub fn pool_size(mut self, size: usize) -> Self {
         self.pool_size = size.max(1);
+        self
+    }
+
+    /// For `rediss://`: trusts the CA certificates in the PEM file at `path` as well as
+    /// the system's roots (a company CA). May be given more than once. The file is read
+    /// when connecting: one that cannot be read or holds no PEM certificate fails
+    /// [`RedisBroker::connect_with`] with [`ConnectError::Tls`]. Not used for `redis://`.
+    #[cfg(feature = "tls")]
+    pub fn tls_ca_file(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.tls.ca_files.push(path.into());
+        self
+    }
+
+    /// For `rediss://`: whether the system's root certificates are trusted (default
+    /// `true`: the platform's store, or the files named by `SSL_CERT_FILE` /
+    /// `SSL_CERT_DIR`, as fred reads them). With `false` only the
+    /// [`tls_ca_file`](Self::tls_ca_file)s are.
+    #[cfg(feature = "tls")]
+    pub fn tls_system_roots(mut self, trust: bool) -> Self {
+        self.tls.system_roots = trust;
+        self
+    }
+
+    /// For `rediss://`: connects with this rustls configuration as it is (its roots,
+    /// a client certificate for mutual TLS, protocol versions, crypto provider);
+    /// [`tls_ca_file`](Self::tls_ca_file) and [`tls_system_roots`](Self::tls_system_roots)
+    /// are then not used. [`rustls`](crate::rustls) is the version the client uses.
+    #[cfg(feature = "tls")]
+    pub fn tls_client_config(
+        mut self,
+        config: impl Into<Arc<crate::rustls::ClientConfig>>,
+    ) -> Self {
+        self.tls.client_config = Some(config.into());
         self
     }
 }
@@ -81,19 +118,32 @@ impl std::fmt::Debug for RedisBroker {
 
 impl RedisBroker {
     /// Connects to `url` (`redis://[user:password@]host[:port][/db]`, `rediss://` with
-    /// the `tls` feature) with the default settings.
+    /// the `tls` feature: system roots) with the default settings.
     pub async fn connect(url: &str) -> Result<Self, ConnectError> {
         Self::connect_with(url, Settings::default()).await
     }
 
     /// Connects with `settings`.
     pub async fn connect_with(url: &str, settings: Settings) -> Result<Self, ConnectError> {
-        let config = url::parse(url)?;
+        #[cfg_attr(not(feature = "tls"), allow(unused_mut))]
+        let (mut config, tls) = url::parse(url)?;
+        #[cfg(feature = "tls")]
+        if tls {
+            config.tls = Some(settings.tls.fred_config()?);
+        }
         let pool = client::pool(&config, settings.pool_size)
             .map_err(|e| ConnectError::BadUrl(e.details().to_owned()))?;
-        pool.init()
-            .await
-            .map_err(|e| ConnectError::Connect(e.to_string()))?;
+        pool.init().await.map_err(|e| {
+            let mut message = e.to_string();
+            if tls && message.contains("InvalidCertificate") {
+                // fred reports rustls' refusal as a debug-printed I/O error.
+                message.push_str(
+                    " (TLS: the server's certificate is not trusted or does not name the \
+                     host; a private CA is added with Settings::tls_ca_file)",
+                );
+            }
+            ConnectError::Connect(message)
+        })?;
         let publisher = RedisPublisher {
             pool: pool.clone(),
             prefix: settings.key_prefix.into(),

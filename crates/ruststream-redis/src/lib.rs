@@ -2,7 +2,8 @@
 //! Pub/Sub (channel and pattern) behind [`ruststream_core::Broker`].
 //!
 //! [`RedisBroker::connect`] takes `redis://[user:password@]host[:port][/db]` (`rediss://`
-//! with the `tls` feature; `redis-cluster://host:port?node=host:port` for a cluster). A
+//! with the `tls` feature, see [TLS](#tls); `redis-cluster://host:port?node=host:port`
+//! for a cluster). A
 //! subscription's form comes from its options ([`Form`] or one of [`Stream`],
 //! [`Claiming`], [`ReliableList`], [`List`], [`PubSub`], [`Pattern`]); without one it is a
 //! [`Stream`] read with the consumer group `ruststream`.
@@ -70,6 +71,39 @@
 //! subscriber client that subscribes again after each reconnection. redis-rs offers the
 //! same commands but leaves pooling and re-subscription to the caller.
 //!
+//! # TLS
+//!
+//! With the `tls` feature, `rediss://` (and `rediss-cluster://`) connect over TLS with
+//! rustls (ring), every connection of the broker: the pool, each subscription's reader,
+//! the Pub/Sub subscriber. The server certificate must name the URL's host (DNS name or
+//! IP address, in its subjectAltName).
+//!
+//! By default the system's roots are trusted, as fred does (the platform's store, or
+//! the files named by `SSL_CERT_FILE` / `SSL_CERT_DIR`). For a server whose certificate
+//! a private CA signed (a company CA, a test CA), add it with `Settings::tls_ca_file`
+//! (PEM, may hold several certificates; the system's roots stay trusted unless
+//! `tls_system_roots(false)`), or hand over a whole rustls configuration with
+//! `Settings::tls_client_config` (a client certificate for mutual TLS, other versions or
+//! providers); `ruststream_redis::rustls` is the rustls version to build it with. A CA
+//! file that cannot be read or holds no PEM certificate is [`ConnectError::Tls`]; a
+//! handshake that fails (a server certificate not trusted) is [`ConnectError::Connect`],
+//! both from [`RedisBroker::connect_with`].
+//!
+//! ```no_run
+//! # #[cfg(feature = "tls")]
+//! # async fn tls() -> Result<(), Box<dyn std::error::Error>> {
+//! use ruststream_redis::{RedisBroker, Settings};
+//!
+//! let settings = Settings::default().tls_ca_file("/etc/ssl/company-ca.pem");
+//! let broker = RedisBroker::connect_with("rediss://:secret@redis.internal:6380", settings).await?;
+//! # let _ = broker;
+//! # Ok(()) }
+//! ```
+//!
+//! The crate's own TLS tests run against the TLS-only Redis of `scripts/redis-tls.sh`
+//! (127.0.0.1:6390, with a throwaway CA made by `scripts/tls-certs.sh`):
+//! `cargo test -p ruststream-redis --features tls --test tls`.
+//!
 //! # Example
 //!
 //! ```no_run
@@ -104,10 +138,16 @@ mod keys;
 mod options;
 mod publisher;
 mod reply;
+#[cfg(feature = "tls")]
+mod tls;
 mod url;
 
 pub use broker::{RedisBroker, Settings};
 pub use error::ConnectError;
+/// The rustls the client uses (feature `tls`), for
+/// [`Settings::tls_client_config`].
+#[cfg(feature = "tls")]
+pub use fred::rustls;
 pub use options::{
     Claiming, DelayedRetry, Form, GroupStart, List, Pattern, PubSub, ReliableList, Stream, Trim,
 };
