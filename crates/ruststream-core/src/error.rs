@@ -3,7 +3,7 @@
 use crate::Message;
 
 /// A settlement that did not happen.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum AckError {
     /// The form cannot settle (pre-settled AMQP, Redis plain lists, Pub/Sub), or cannot

@@ -252,3 +252,35 @@ async fn two_groups_each_get_every_entry_and_consumers_share_one() {
     assert_eq!(in_a, [0, 1, 2, 3], "each entry once within a group");
     ctx.cleanup().await;
 }
+
+/// Settlements made at the same time share `XACK`s, one after another settles alone:
+/// either way each resolves only once the server has acked its entry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_and_sequential_acks_all_reach_the_server() {
+    let ctx = ctx().await;
+    let mut sub = ctx.subscribe("orders", stream().count(128), 512).await;
+    for n in 0..300 {
+        ctx.publish("orders", msg(n)).await;
+    }
+    let mut deliveries = Vec::new();
+    while deliveries.len() < 300 {
+        deliveries.push(next(&mut sub).await);
+    }
+    assert_eq!(ctx.pending("orders", "g").await, 300);
+    // 250 at once, from as many tasks.
+    let rest = deliveries.split_off(250);
+    let tasks: Vec<_> = deliveries
+        .into_iter()
+        .map(|d| tokio::spawn(async move { d.settle(Settlement::Accept).await }))
+        .collect();
+    for task in tasks {
+        task.await.expect("joined").expect("acked");
+    }
+    assert_eq!(ctx.pending("orders", "g").await, 50);
+    // The rest one by one.
+    for (i, d) in rest.into_iter().enumerate() {
+        d.settle(Settlement::Accept).await.expect("acked");
+        assert_eq!(ctx.pending("orders", "g").await, 49 - i as u64);
+    }
+    ctx.cleanup().await;
+}
