@@ -12,7 +12,9 @@ use crate::policy::Policy;
 /// How many deliveries of one subscription are handled at once.
 #[derive(Clone)]
 pub enum Concurrency {
-    /// One at a time, in order (the default).
+    /// One at a time, in order (the default). The next delivery's handler does not wait
+    /// for the broker to confirm the last one's bare settlement: up to 64 may be under
+    /// way behind it.
     Sequential,
     /// Up to `n` at once, in no particular order.
     Workers(usize),
@@ -30,7 +32,7 @@ impl Concurrency {
     /// How many deliveries can be held at once (unsettled) under this setting.
     pub fn in_flight(&self) -> usize {
         match self {
-            Self::Sequential => 1,
+            Self::Sequential => 1 + crate::dispatch::TRAILING,
             Self::Workers(n) => (*n).max(1),
             Self::Lanes { lanes, .. } => lanes.max(&1) * 2 + 1,
         }

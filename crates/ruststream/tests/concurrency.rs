@@ -252,3 +252,55 @@ async fn an_always_ready_stream_lets_other_tasks_run() {
         .expect("stops in time")
         .expect("stops cleanly");
 }
+
+/// A sequential mount does not wait for the broker to confirm a bare settlement before
+/// the next handler runs: the handlers still run one at a time and in order, the
+/// settlements trail behind (counted in flight), and a stop waits until they are over.
+#[tokio::test(start_paused = true)]
+async fn sequential_settlements_trail_behind_the_handlers() {
+    let memory = MemoryBroker::new();
+    let broker = support::Faulty::new(memory.clone()).slow_settlement(Duration::from_secs(1));
+    let (gauge, log) = (Gauge::default(), Log::default());
+    let (g, l) = (gauge.clone(), log.clone());
+    let app = App::new(broker).mount("q", move |seq: u32| {
+        let (g, l) = (g.clone(), l.clone());
+        async move {
+            let _running = g.enter();
+            push(&l, (0, seq, true));
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            push(&l, (0, seq, false));
+        }
+    });
+    let publisher = app.publisher();
+    for seq in 0..20u32 {
+        publisher.publish("q", &seq).await.expect("published");
+    }
+    let started = Instant::now();
+    let running = app.start().await.expect("starts");
+    wait_until("every handler ran", || events(&log).len() == 40).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "the handlers did not wait for the settlements: {:?}",
+        started.elapsed()
+    );
+    let expected: Vec<_> = (0..20)
+        .flat_map(|seq| [(0, seq, true), (0, seq, false)])
+        .collect();
+    assert_eq!(events(&log), expected, "one at a time, in order");
+    assert_eq!(gauge.max(), 1);
+    assert!(
+        queue(&memory, "q").unsettled > 1,
+        "settlements are still under way: {:?}",
+        queue(&memory, "q")
+    );
+    assert!(running.in_flight() > 1, "they count as in flight");
+    tokio::time::timeout(Duration::from_secs(30), running.stop())
+        .await
+        .expect("stops in time")
+        .expect("stops cleanly");
+    let q = queue(&memory, "q");
+    assert!(
+        q.is_empty(),
+        "every settlement went through before the stop: {q:?}"
+    );
+}

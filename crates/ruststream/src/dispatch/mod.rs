@@ -17,6 +17,7 @@ use crate::mount::Concurrency;
 use crate::settled::Settled;
 
 pub(crate) use deferred::Deferred;
+pub(crate) use sequential::TRAILING;
 pub(crate) use shutdown::Shutdown;
 pub(crate) use worker::{Process, Worker};
 

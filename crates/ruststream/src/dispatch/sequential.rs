@@ -5,6 +5,12 @@
 //! place in this one future, so that a delivery whose handler finishes at once and whose
 //! settlement is done at once goes through a single `poll` with nothing moved between
 //! nested futures. The other concurrencies run [`Process::handle`](super::Process::handle).
+//!
+//! The loop does not wait for the broker to confirm a bare settlement (no copy, reply, hook
+//! or `and_after`) before it takes the next delivery: up to [`TRAILING`] such settlements
+//! may be under way behind it (a Redis `XACK` round trip), so an adapter that answers
+//! later does not make the loop ack-each. Handlers still run one at a time, in order; the
+//! settlements stay after their handlers; the loop ends only once they are all over.
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -14,7 +20,7 @@ use std::sync::atomic::Ordering;
 use std::task::{Context, Poll, ready};
 
 use ruststream_core::{
-    Address, BoxFuture, Delivery, DeliveryStream, Facts, Original, Plan, Verdict, decide,
+    Address, BoxFuture, Delivery, DeliveryStream, Facts, Original, Plan, Settling, Verdict, decide,
 };
 use tokio::sync::futures::OwnedNotified;
 
@@ -45,6 +51,8 @@ pin_project_lite::pin_project! {
         after_handler: AfterHandler,
         // Deliveries left before the loop yields to the other tasks of its thread.
         budget: u8,
+        // Taking no more deliveries: the loop ends once the trailing settlements are over.
+        ending: bool,
     }
 
     impl<H, M> PinnedDrop for Sequential<H, M>
@@ -54,8 +62,9 @@ pin_project_lite::pin_project! {
     {
         fn drop(this: Pin<&mut Self>) {
             let this = this.project();
-            if this.after_handler.counted {
-                this.worker.runtime().in_flight.fetch_sub(1, Ordering::AcqRel);
+            let held = usize::from(this.after_handler.counted) + this.after_handler.trailing.len();
+            if held > 0 {
+                this.worker.runtime().in_flight.fetch_sub(held, Ordering::AcqRel);
             }
         }
     }
@@ -67,6 +76,9 @@ pin_project_lite::pin_project! {
 /// thread.
 const BUDGET: u8 = 128;
 
+/// How many bare settlements may be under way behind the loop (see the module docs).
+pub(crate) const TRAILING: usize = 64;
+
 /// What follows a delivery's handler, in place.
 #[derive(Default)]
 struct AfterHandler {
@@ -75,8 +87,10 @@ struct AfterHandler {
     report: Option<Report>,
     // The outcome's `and_after`, or the slow path of an outcome with a reply.
     after: Option<BoxFuture<'static, ()>>,
-    // Whether the in-flight gauge counts a delivery of this loop.
+    // Whether the in-flight gauge counts the delivery in hand.
     counted: bool,
+    // Bare settlements under way behind the loop; the gauge counts each.
+    trailing: Vec<Settling>,
 }
 
 /// What the hooks learn once the settlement is over.
@@ -99,6 +113,7 @@ impl<H: Handler<M>, M: 'static> Sequential<H, M> {
             running: None,
             after_handler: AfterHandler::default(),
             budget: BUDGET,
+            ending: false,
         }
     }
 }
@@ -110,6 +125,11 @@ impl<H: Handler<M>, M: 'static> Future for Sequential<H, M> {
         let mut this = self.project();
         let worker = &**this.worker;
         let next = &mut *this.after_handler;
+        // Woken: whatever woke the loop may be a trailing settlement that is over.
+        poll_trailing(worker, &mut next.trailing, cx);
+        if *this.ending {
+            return end(next);
+        }
         loop {
             // What is in hand first: the settlement, then what runs after it.
             if let Some(execution) = next.settling.as_mut() {
@@ -141,16 +161,18 @@ impl<H: Handler<M>, M: 'static> Future for Sequential<H, M> {
             if this.running.is_some() {
                 let decided = ready!(run(this.running.as_mut(), worker, cx));
                 if let Some(delivery) = this.delivery.take()
-                    && !settle(worker, this.worker, delivery, decided, next)
+                    && !settle(worker, this.worker, delivery, decided, next, cx)
                 {
-                    return Poll::Ready(());
+                    *this.ending = true;
+                    return end(next);
                 }
                 continue;
             }
             // Nothing in hand: the next delivery, unless the service stops.
             let shutdown = &worker.runtime().shutdown;
             if shutdown.is_triggered() {
-                return Poll::Ready(());
+                *this.ending = true;
+                return end(next);
             }
             if *this.budget == 0 {
                 *this.budget = BUDGET;
@@ -176,24 +198,31 @@ impl<H: Handler<M>, M: 'static> Future for Sequential<H, M> {
                         }
                         Err(decided) => decided,
                     };
-                    if !settle(worker, this.worker, delivery, decided, next) {
-                        return Poll::Ready(());
+                    if !settle(worker, this.worker, delivery, decided, next, cx) {
+                        *this.ending = true;
+                        return end(next);
                     }
                 }
                 Poll::Ready(Some(Err(error))) => worker.report(&error),
-                Poll::Ready(None) => return Poll::Ready(()),
+                Poll::Ready(None) => {
+                    *this.ending = true;
+                    return end(next);
+                }
                 Poll::Pending => {
                     if this.stop.is_none() {
                         this.stop.set(Some(shutdown.notified_owned()));
-                        // A stop between the first look and arming is seen here.
-                        if shutdown.is_triggered() {
-                            return Poll::Ready(());
-                        }
                     }
-                    return match this.stop.as_pin_mut() {
-                        Some(stop) => stop.poll(cx),
-                        None => Poll::Pending,
-                    };
+                    // A stop between the first look and arming is seen here.
+                    let stopped = shutdown.is_triggered()
+                        || this
+                            .stop
+                            .as_pin_mut()
+                            .is_some_and(|stop| stop.poll(cx).is_ready());
+                    if stopped {
+                        *this.ending = true;
+                        return end(next);
+                    }
+                    return Poll::Pending;
                 }
             }
         }
@@ -220,6 +249,43 @@ fn run<H: Handler<M>, M: 'static>(
     Poll::Ready(decided)
 }
 
+/// Polls the settlements under way behind the loop, and lets go of those that are over.
+#[inline]
+fn poll_trailing<H: Handler<M>, M: 'static>(
+    worker: &Worker<H, M>,
+    trailing: &mut Vec<Settling>,
+    cx: &mut Context<'_>,
+) {
+    if trailing.is_empty() {
+        return;
+    }
+    let before = trailing.len();
+    trailing.retain_mut(|settling| match Pin::new(settling).poll(cx) {
+        Poll::Ready(result) => {
+            if let Err(error) = result {
+                worker.settlement_failed(&error.into());
+            }
+            false
+        }
+        Poll::Pending => true,
+    });
+    let over = before - trailing.len();
+    if over > 0 {
+        worker.runtime().in_flight.fetch_sub(over, Ordering::AcqRel);
+    }
+}
+
+/// The loop takes no more deliveries: it ends once the trailing settlements are over
+/// (each registered the loop's waker when it was last polled).
+#[inline]
+fn end(next: &AfterHandler) -> Poll<()> {
+    if next.trailing.is_empty() {
+        Poll::Ready(())
+    } else {
+        Poll::Pending
+    }
+}
+
 /// The in-flight gauge no longer counts this loop's delivery.
 #[inline]
 fn uncount<H: Handler<M>, M: 'static>(worker: &Worker<H, M>, counted: &mut bool) {
@@ -239,6 +305,7 @@ fn settle<H: Handler<M>, M: 'static>(
     delivery: Delivery,
     decided: Option<(Outcome, Cause)>,
     next: &mut AfterHandler,
+    cx: &mut Context<'_>,
 ) -> bool {
     let Some((outcome, cause)) = decided else {
         return false;
@@ -264,6 +331,21 @@ fn settle<H: Handler<M>, M: 'static>(
                     worker.settlement_failed(&error.into());
                 }
                 uncount(worker, &mut next.counted);
+            }
+            None if next.trailing.len() < TRAILING => {
+                // Under way behind the loop: polled once now, so that it starts.
+                match Pin::new(&mut settling).poll(cx) {
+                    Poll::Ready(result) => {
+                        if let Err(error) = result {
+                            worker.settlement_failed(&error.into());
+                        }
+                        uncount(worker, &mut next.counted);
+                    }
+                    Poll::Pending => {
+                        next.trailing.push(settling);
+                        next.counted = false;
+                    }
+                }
             }
             None => next.settling = Some(Execution::Settle(settling)),
         }

@@ -224,6 +224,7 @@ pub struct Faulty {
     refuse_settlement: Option<Rule>,
     defect: Option<Rule>,
     refuse_publish_to: Vec<Address>,
+    slow_settlement: Option<Duration>,
 }
 
 impl Faulty {
@@ -234,7 +235,15 @@ impl Faulty {
             refuse_settlement: None,
             defect: None,
             refuse_publish_to: Vec::new(),
+            slow_settlement: None,
         }
+    }
+
+    /// Settles only `after` the settlement was asked for, and only once its future is
+    /// polled (as an adapter whose settlement is a command to the server).
+    pub fn slow_settlement(mut self, after: Duration) -> Self {
+        self.slow_settlement = Some(after);
+        self
     }
 
     /// Refuses the settlement of deliveries for which `rule` holds.
@@ -265,6 +274,7 @@ pub const DEFECT: &str = "truncated frame";
 pub const REFUSAL: &str = "refused by the test broker";
 
 struct FaultyAcker {
+    slow: Option<Duration>,
     held: Mutex<HashMap<u64, (Delivery, bool)>>,
     /// Deliveries whose settlement was refused: kept, so they stay unsettled with the
     /// memory broker (dropping one would hand it back at once).
@@ -291,7 +301,13 @@ impl Acker for FaultyAcker {
                     .push(inner);
                 Settling::done(Err(AckError::Refused(REFUSAL.into())))
             }
-            Some((inner, false)) => inner.settle(settlement),
+            Some((inner, false)) => match self.slow {
+                Some(after) => Settling::pending(async move {
+                    tokio::time::sleep(after).await;
+                    inner.settle(settlement).await
+                }),
+                None => inner.settle(settlement),
+            },
         }
     }
 }
@@ -308,6 +324,7 @@ impl Broker for Faulty {
         Box::pin(async move {
             let inner = self.inner.subscribe(spec).await?;
             let acker = Arc::new(FaultyAcker {
+                slow: self.slow_settlement,
                 held: Mutex::new(HashMap::new()),
                 refused: Mutex::new(Vec::new()),
             });
