@@ -31,6 +31,10 @@
 //!   settles each delivery after its handler (each worker awaits its settlement), the
 //!   adapter pipelines and coalesces them. Timed from `on_start` to the last
 //!   `after_settle`.
+//! * `framework-sequential`: the same `App` with the default concurrency (one handler at
+//!   a time, in order; bare settlements trail behind the loop) and no `after_settle` hook
+//!   (a hook makes the loop wait for each settlement). Timed from `on_start` until all
+//!   were handled and nothing is in flight.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -229,6 +233,41 @@ async fn framework(url: &str, prefix: &str, address: &str, n: usize) -> Duration
     *finished - *started
 }
 
+/// The framework with a sequential mount (the default) and no `after_settle` hook.
+async fn framework_sequential(url: &str, prefix: &str, address: &str, n: usize) -> Duration {
+    let broker = RedisBroker::connect_with(url, Settings::default().key_prefix(prefix))
+        .await
+        .expect("connect");
+    let started = Arc::new(OnceLock::new());
+    let on_start = started.clone();
+    let handled = Arc::new(AtomicUsize::new(0));
+    let counter = handled.clone();
+    let mount = Mount::new(address).option(Stream::new().group("g").count(BATCH));
+    let app = App::new(broker)
+        .mount(mount, move |order: Order| {
+            counter.fetch_add(1, Ordering::Relaxed);
+            handle(order)
+        })
+        .on_start(move || {
+            let _ = on_start.set(Instant::now());
+        });
+    let running = app.start().await.expect("start");
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while handled.load(Ordering::Relaxed) < n || running.in_flight() > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "framework-sequential: all settled"
+        );
+        tokio::time::sleep(Duration::from_micros(200)).await;
+    }
+    let finished = Instant::now();
+    running.stop().await.expect("stop");
+    let Some(started) = started.get() else {
+        panic!("framework-sequential: no timing");
+    };
+    finished - *started
+}
+
 fn stream_options(group: &str) -> Options {
     let mut options = Options::default();
     options.insert(Stream::new().group(group).count(BATCH));
@@ -256,12 +295,13 @@ fn median(v: &[f64]) -> f64 {
     sorted.get(sorted.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
-const VARIANTS: [&str; 5] = [
+const VARIANTS: [&str; 6] = [
     "raw-each",
     "raw-batch",
     "adapter-each",
     "adapter-pipelined",
     "framework",
+    "framework-sequential",
 ];
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -300,7 +340,8 @@ async fn main() {
                 "adapter-pipelined" => {
                     adapter(&broker, stream_options("g"), &address, n, true).await
                 }
-                _ => framework(&url, &prefix, &address, n).await,
+                "framework" => framework(&url, &prefix, &address, n).await,
+                _ => framework_sequential(&url, &prefix, &address, n).await,
             };
             rates[v].push(report(VARIANTS[v], n, elapsed));
             let _: Value = client.del(key).await.expect("del");
@@ -314,10 +355,11 @@ async fn main() {
         println!("  {name:<20} {:>8.0}   {each:?}", m[v]);
     }
     println!(
-        "adapter-each / raw-each {:.0} %, adapter-pipelined / raw-batch {:.0} %, framework / raw-batch {:.0} %, adapter-pipelined / raw-each {:.1}x",
+        "adapter-each / raw-each {:.0} %, adapter-pipelined / raw-batch {:.0} %, framework / raw-batch {:.0} %, framework-sequential / raw-batch {:.0} %, adapter-pipelined / raw-each {:.1}x",
         100.0 * m[2] / m[0],
         100.0 * m[3] / m[1],
         100.0 * m[4] / m[1],
+        100.0 * m[5] / m[1],
         m[3] / m[0]
     );
 
