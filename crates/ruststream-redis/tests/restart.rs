@@ -6,122 +6,12 @@
 
 mod support;
 
-use std::net::TcpListener;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use ruststream_core::Settlement;
 use ruststream_redis::{PubSub, ReliableList, Stream, Target};
+use support::server::{SERIAL, Server};
 use support::{ctx_at, msg, n_of, next_within};
-
-/// One restart test at a time: each runs a server of its own on a free port, and two
-/// at once could be handed the same port.
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// Whether a server on `port` answers `PING`.
-fn pong(port: u16) -> bool {
-    use std::io::{Read, Write};
-    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
-        return false;
-    };
-    let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
-    let mut reply = [0u8; 5];
-    stream.write_all(b"PING\r\n").is_ok()
-        && stream.read_exact(&mut reply).is_ok()
-        && &reply == b"+PONG"
-}
-
-/// A redis-server of this test's own; killed on drop.
-struct Server {
-    port: u16,
-    dir: PathBuf,
-    child: Option<Child>,
-}
-
-impl Server {
-    fn start(persistent: bool) -> Self {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let dir = std::env::temp_dir().join(format!("rst-redis-{}-{port}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("data dir");
-        let mut server = Self {
-            port,
-            dir,
-            child: None,
-        };
-        server.spawn(persistent);
-        server
-    }
-
-    fn spawn(&mut self, persistent: bool) {
-        let binary =
-            std::env::var("RUSTSTREAM_REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned());
-        let mut cmd = Command::new(&binary);
-        cmd.args([
-            "--port",
-            &self.port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-        ])
-        .arg("--dir")
-        .arg(&self.dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-        if persistent {
-            cmd.args(["--appendonly", "yes", "--appendfsync", "always"]);
-        } else {
-            cmd.args(["--appendonly", "no"]);
-        }
-        let child = cmd.spawn().unwrap_or_else(|e| {
-            panic!("cannot run {binary} ({e}): install redis-server or set RUSTSTREAM_REDIS_SERVER")
-        });
-        self.child = Some(child);
-        // Wait until this very server answers (not another one that took the port).
-        for _ in 0..100 {
-            if let Some(status) = self
-                .child
-                .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten())
-            {
-                panic!("{binary} exited ({status}) on port {}", self.port);
-            }
-            if pong(self.port) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        panic!("{binary} did not start on port {}", self.port);
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
-    }
-
-    fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-
-    fn restart(&mut self, persistent: bool) {
-        self.kill();
-        std::thread::sleep(Duration::from_millis(300));
-        self.spawn(persistent);
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.kill();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
 
 async fn publish_until_received(
     ctx: &support::Ctx,

@@ -16,6 +16,8 @@ use ruststream_core::{
 };
 use ruststream_redis::{RedisBroker, Settings};
 
+pub mod server;
+
 /// The server under test.
 pub fn url() -> String {
     std::env::var("RUSTSTREAM_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
