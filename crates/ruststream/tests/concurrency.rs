@@ -304,3 +304,59 @@ async fn sequential_settlements_trail_behind_the_handlers() {
         "every settlement went through before the stop: {q:?}"
     );
 }
+
+/// The service's `after_settle` hooks do not make a sequential loop wait either: they are
+/// told of each trailing settlement once the broker confirmed it.
+#[tokio::test(start_paused = true)]
+async fn hooks_learn_of_trailing_settlements_once_they_are_over() {
+    let memory = MemoryBroker::new();
+    let broker = support::Faulty::new(memory.clone()).slow_settlement(Duration::from_secs(1));
+    let handled = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let told: Arc<Mutex<Vec<(u32, bool, Instant)>>> = Arc::default();
+    let (h, t) = (handled.clone(), told.clone());
+    let app = App::new(broker)
+        .mount("q", move |_: u32| {
+            h.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            async {}
+        })
+        .after_settle(move |settled: &ruststream::Settled| {
+            t.lock().unwrap_or_else(PoisonError::into_inner).push((
+                settled.attempt(),
+                settled.is_ok(),
+                Instant::now(),
+            ));
+        });
+    let publisher = app.publisher();
+    for seq in 0..10u32 {
+        publisher.publish("q", &seq).await.expect("published");
+    }
+    let started = Instant::now();
+    let running = app.start().await.expect("starts");
+    wait_until("every handler ran", || {
+        handled.load(std::sync::atomic::Ordering::Relaxed) == 10
+    })
+    .await;
+    assert!(started.elapsed() < Duration::from_secs(1), "no waiting");
+    assert!(
+        told.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_empty(),
+        "nothing confirmed yet"
+    );
+    wait_until("every settlement told", || {
+        told.lock().unwrap_or_else(PoisonError::into_inner).len() == 10
+    })
+    .await;
+    for (attempt, ok, at) in told.lock().unwrap_or_else(PoisonError::into_inner).iter() {
+        assert_eq!((*attempt, *ok), (1, true));
+        assert!(
+            *at - started >= Duration::from_secs(1),
+            "told once confirmed"
+        );
+    }
+    assert!(queue(&memory, "q").is_empty());
+    tokio::time::timeout(Duration::from_secs(30), running.stop())
+        .await
+        .expect("stops in time")
+        .expect("stops cleanly");
+}

@@ -6,8 +6,9 @@
 //! settlement is done at once goes through a single `poll` with nothing moved between
 //! nested futures. The other concurrencies run [`Process::handle`](super::Process::handle).
 //!
-//! The loop does not wait for the broker to confirm a bare settlement (no copy, reply, hook
-//! or `and_after`) before it takes the next delivery: up to [`TRAILING`] such settlements
+//! The loop does not wait for the broker to confirm a bare settlement (no copy, reply or
+//! `and_after`; the service's `after_settle` hooks run once it is over) before it takes the
+//! next delivery: up to [`TRAILING`] such settlements
 //! may be under way behind it (a Redis `XACK` round trip), so an adapter that answers
 //! later does not make the loop ack-each. Handlers still run one at a time, in order; the
 //! settlements stay after their handlers; the loop ends only once they are all over.
@@ -20,7 +21,8 @@ use std::sync::atomic::Ordering;
 use std::task::{Context, Poll, ready};
 
 use ruststream_core::{
-    Address, BoxFuture, Delivery, DeliveryStream, Facts, Original, Plan, Settling, Verdict, decide,
+    AckError, Address, BoxFuture, Delivery, DeliveryStream, Facts, Original, Plan, Settlement,
+    Settling, Verdict, decide,
 };
 use tokio::sync::futures::OwnedNotified;
 
@@ -28,7 +30,7 @@ use super::execute::{Execution, execute};
 use super::worker::{Process, Worker, panic_message};
 use crate::handler::Handler;
 use crate::outcome::{After, Outcome};
-use crate::settled::{Cause, Settled};
+use crate::settled::{Cause, SettleError, Settled};
 
 pin_project_lite::pin_project! {
     /// The loop's future; it ends when the stream does, the service stops, or a
@@ -90,7 +92,13 @@ struct AfterHandler {
     // Whether the in-flight gauge counts the delivery in hand.
     counted: bool,
     // Bare settlements under way behind the loop; the gauge counts each.
-    trailing: Vec<Settling>,
+    trailing: Vec<Trailing>,
+}
+
+/// A bare settlement under way behind the loop, and what the hooks learn once it is over.
+struct Trailing {
+    settling: Settling,
+    report: Option<Report>,
 }
 
 /// What the hooks learn once the settlement is over.
@@ -101,6 +109,20 @@ struct Report {
     cause: Cause,
     plan: Plan,
     after: Option<After>,
+}
+
+impl Report {
+    fn settled(self, result: Result<(), SettleError>) -> (Settled, Option<After>) {
+        let settled = Settled {
+            address: self.address,
+            attempt: self.attempt,
+            verdict: self.verdict,
+            cause: self.cause,
+            plan: self.plan,
+            result,
+        };
+        (settled, self.after)
+    }
 }
 
 impl<H: Handler<M>, M: 'static> Sequential<H, M> {
@@ -139,15 +161,8 @@ impl<H: Handler<M>, M: 'static> Future for Sequential<H, M> {
                     worker.settlement_failed(error);
                 }
                 if let Some(report) = next.report.take() {
-                    let settled = Settled {
-                        address: report.address,
-                        attempt: report.attempt,
-                        verdict: report.verdict,
-                        cause: report.cause,
-                        plan: report.plan,
-                        result,
-                    };
-                    next.after = worker.after_settled(settled, report.after);
+                    let (settled, after) = report.settled(result);
+                    next.after = worker.after_settled(settled, after);
                 }
                 if next.after.is_none() {
                     uncount(worker, &mut next.counted);
@@ -253,18 +268,16 @@ fn run<H: Handler<M>, M: 'static>(
 #[inline]
 fn poll_trailing<H: Handler<M>, M: 'static>(
     worker: &Worker<H, M>,
-    trailing: &mut Vec<Settling>,
+    trailing: &mut Vec<Trailing>,
     cx: &mut Context<'_>,
 ) {
     if trailing.is_empty() {
         return;
     }
     let before = trailing.len();
-    trailing.retain_mut(|settling| match Pin::new(settling).poll(cx) {
+    trailing.retain_mut(|entry| match Pin::new(&mut entry.settling).poll(cx) {
         Poll::Ready(result) => {
-            if let Err(error) = result {
-                worker.settlement_failed(&error.into());
-            }
+            over(worker, result, entry.report.take());
             false
         }
         Poll::Pending => true,
@@ -272,6 +285,24 @@ fn poll_trailing<H: Handler<M>, M: 'static>(
     let over = before - trailing.len();
     if over > 0 {
         worker.runtime().in_flight.fetch_sub(over, Ordering::AcqRel);
+    }
+}
+
+/// A bare settlement is over: its failure logged, the hooks told.
+#[inline]
+fn over<H: Handler<M>, M: 'static>(
+    worker: &Worker<H, M>,
+    result: Result<(), AckError>,
+    report: Option<Report>,
+) {
+    let result = result.map_err(SettleError::from);
+    if let Err(error) = &result {
+        worker.settlement_failed(error);
+    }
+    if let Some(report) = report {
+        let (settled, after) = report.settled(result);
+        // A bare settlement has no `and_after`: the hooks are all there is to run.
+        let _ = worker.after_settled(settled, after);
     }
 }
 
@@ -321,9 +352,21 @@ fn settle<H: Handler<M>, M: 'static>(
     );
     if let (None, None, None, Original::Settle(settlement)) =
         (&outcome.reply, &outcome.after, &plan.copy, plan.original)
-        && worker.runtime().after_settle.is_empty()
     {
-        // The common case: a bare settlement, with nothing to publish or to tell.
+        // The common case: a bare settlement, with nothing to publish, and at most the
+        // hooks to tell once it is over.
+        if !worker.runtime().after_settle.is_empty() {
+            let report = Report {
+                address: delivery.address().clone(),
+                attempt: facts.attempt,
+                verdict: outcome.verdict,
+                cause,
+                plan: plan.clone(),
+                after: None,
+            };
+            settle_told(worker, delivery, settlement, report, next, cx);
+            return true;
+        }
         let mut settling = delivery.settle(settlement);
         match settling.take_ready() {
             Some(result) => {
@@ -342,7 +385,8 @@ fn settle<H: Handler<M>, M: 'static>(
                         uncount(worker, &mut next.counted);
                     }
                     Poll::Pending => {
-                        next.trailing.push(settling);
+                        let report = None;
+                        next.trailing.push(Trailing { settling, report });
                         next.counted = false;
                     }
                 }
@@ -355,7 +399,39 @@ fn settle<H: Handler<M>, M: 'static>(
     true
 }
 
-/// [`settle`] for everything but a bare settlement: a reply, a copy, hooks to tell.
+/// [`settle`] for a bare settlement the service's hooks are told of once it is over.
+#[inline(never)]
+fn settle_told<H: Handler<M>, M: 'static>(
+    worker: &Worker<H, M>,
+    delivery: Delivery,
+    settlement: Settlement,
+    report: Report,
+    next: &mut AfterHandler,
+    cx: &mut Context<'_>,
+) {
+    let mut settling = delivery.settle(settlement);
+    let result = match settling.take_ready() {
+        Some(result) => result,
+        None if next.trailing.len() < TRAILING => match Pin::new(&mut settling).poll(cx) {
+            Poll::Ready(result) => result,
+            Poll::Pending => {
+                let report = Some(report);
+                next.trailing.push(Trailing { settling, report });
+                next.counted = false;
+                return;
+            }
+        },
+        None => {
+            next.settling = Some(Execution::Settle(settling));
+            next.report = Some(report);
+            return;
+        }
+    };
+    over(worker, result, Some(report));
+    uncount(worker, &mut next.counted);
+}
+
+/// [`settle`] for everything but a bare settlement: a reply, a copy, an `and_after`.
 #[inline(never)]
 fn settle_slow<H: Handler<M>, M: 'static>(
     worker: &Arc<Worker<H, M>>,
