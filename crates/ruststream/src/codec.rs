@@ -10,6 +10,10 @@ use serde::de::DeserializeOwned;
 /// JSON is the default (feature `json`); MessagePack (`msgpack`) and CBOR (`cbor`) are
 /// features; [`Codec::Raw`] passes bytes through.
 ///
+/// JSON decodes small, plain documents (no escapes, no floats) on a fast path of its
+/// own and everything else with `serde_json`, to which the fast path hands any input it
+/// does not handle or any error it meets, so the value or error is always `serde_json`'s.
+///
 /// ```
 /// use ruststream::Codec;
 ///
@@ -91,7 +95,7 @@ impl Codec {
     pub fn decode<T: DeserializeOwned>(self, bytes: &[u8]) -> Result<T, CodecError> {
         match self {
             #[cfg(feature = "json")]
-            Self::Json => serde_json::from_slice(bytes).map_err(|e| self.error(e)),
+            Self::Json => json::from_slice(bytes).map_err(|e| self.error(e)),
             #[cfg(feature = "msgpack")]
             Self::MsgPack => rmp_serde::from_slice(bytes).map_err(|e| self.error(e)),
             #[cfg(feature = "cbor")]
@@ -128,6 +132,8 @@ impl Codec {
 }
 
 mod chunk;
+#[cfg(feature = "json")]
+mod json;
 mod raw;
 
 #[cfg(test)]
