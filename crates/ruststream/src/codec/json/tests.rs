@@ -115,6 +115,17 @@ fn takes<T: DeserializeOwned + PartialEq + Debug>(input: &str) {
     );
 }
 
+/// A document with a float: the fast path takes it unless `serde_json` keeps numbers as
+/// text (`arbitrary_precision`); the result is `serde_json`'s either way.
+fn takes_float<T: DeserializeOwned + PartialEq + Debug>(input: &str) {
+    assert_eq!(
+        check::<T>(input.as_bytes()),
+        super::number::floats_are_f64(),
+        "the fast path should take {input:?} into {} unless serde_json keeps numbers as text",
+        std::any::type_name::<T>()
+    );
+}
+
 fn declines<T: DeserializeOwned + PartialEq + Debug>(input: &[u8]) {
     assert!(
         !check::<T>(input),
@@ -154,6 +165,38 @@ fn takes_plain_documents() {
     takes::<()>("null");
     takes::<Option<u32>>("null");
     takes::<IgnoredAny>(r#"[1.5e3,{"a":"b"},-0]"#);
+    // Floats: read by serde_json from the number's own bytes.
+    for number in [
+        "1.5",
+        "-2.25",
+        "1e3",
+        "1E3",
+        "1e-3",
+        "2.5E+10",
+        "-0",
+        "-0.0",
+        "0.1",
+        "1.7976931348623157e308",
+        "5e-324",
+        "18446744073709551616",
+        "-9223372036854775809",
+        "123456789012345678901",
+    ] {
+        takes_float::<Value>(number);
+        takes_float::<f64>(number);
+        takes_float::<serde_json::Number>(number);
+    }
+    takes::<f64>("1");
+    takes::<f64>("-7");
+    #[derive(Deserialize, PartialEq, Debug)]
+    struct Priced {
+        id: u64,
+        price: f64,
+        qty: u32,
+    }
+    takes_float::<Priced>(r#"{"id":1,"price":10.5,"qty":3}"#);
+    takes::<Priced>(r#"{"id":1,"price":10,"qty":3}"#);
+    takes_float::<Value>(r#"{"p":[0.5,-1e-7,3.0e2]}"#);
     // A skipped string is not checked as UTF-8 (nor by serde_json).
     assert!(check::<Order>(b"{\"id\":1,\"qty\":2,\"x\":\"\xff\"}"));
     // 127 nested arrays pass in serde_json.
@@ -169,25 +212,15 @@ fn leaves_the_rest_to_serde_json() {
     declines::<Value>(b"\"tab\there\"");
     declines::<Value>(b"\"\xff\"");
     declines::<Value>(br#"{"a\nb":1}"#);
-    // Numbers serde_json reads as floats, or refuses.
-    for number in [
-        "1.5",
-        "1e3",
-        "1E3",
-        "-0",
-        "01",
-        "-01",
-        "18446744073709551616",
-        "-9223372036854775809",
-        "123456789012345678901",
-    ] {
+    // Numbers serde_json refuses; out-of-range floats; `f32` (single precision under
+    // `float_roundtrip`), 128-bit integers.
+    for number in ["01", "-01", "1.", ".5", "1e", "-", "1e400", "-1e400"] {
         declines::<Value>(number.as_bytes());
     }
-    declines::<f64>(b"1");
     declines::<f32>(b"1");
+    declines::<f32>(b"1.5");
     declines::<i128>(b"1");
     declines::<u128>(b"1");
-    declines::<serde_json::Number>(b"1.5");
     // Structure: trailing characters, commas, the recursion limit.
     declines::<Order>(br#"{"id":1,"qty":2}x"#);
     declines::<Order>(br#"{"id":1,"qty":2,}"#);
@@ -207,7 +240,6 @@ fn leaves_the_rest_to_serde_json() {
     declines::<HashMap<u32, u32>>(br#"{"1":2}"#);
     declines::<HashMap<bool, u32>>(br#"{"true":2}"#);
     declines::<Vec<Side>>(br#"[{"Buy":null}]"#);
-    declines::<serde_json::value::Number>(b"1.0");
     declines::<LooksRaw>(br#""[1]""#);
 }
 
