@@ -10,9 +10,10 @@ use serde::de::DeserializeOwned;
 /// JSON is the default (feature `json`); MessagePack (`msgpack`) and CBOR (`cbor`) are
 /// features; [`Codec::Raw`] passes bytes through.
 ///
-/// JSON decodes small, plain documents (no escapes, no floats) on a fast path of its
-/// own and everything else with `serde_json`, to which the fast path hands any input it
-/// does not handle or any error it meets, so the value or error is always `serde_json`'s.
+/// JSON decodes plain documents (strings without escapes, numbers, literals, arrays,
+/// objects) on a fast path of its own and everything else with `serde_json`, to which
+/// the fast path hands any input it does not handle or any error it meets, so the value
+/// or error is always `serde_json`'s.
 ///
 /// ```
 /// use ruststream::Codec;

@@ -6,13 +6,13 @@ use super::parser::Parser;
 use super::{Fallback, Result};
 
 /// A number as `serde_json` hands it to a visitor.
-pub(super) enum Int {
+pub(super) enum Num {
     Unsigned(u64),
     Signed(i64),
     Float(f64),
 }
 
-impl Int {
+impl Num {
     #[inline]
     pub(super) fn visit<'de, V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
         match self {
@@ -66,14 +66,14 @@ impl<'de> Parser<'de> {
     /// is `-` or a digit. Whatever `serde_json` would read as a float (a fraction, an
     /// exponent, `-0`, a value past `u64`/`i64`) or refuse (a leading zero) falls back.
     #[inline]
-    pub(super) fn integer(&mut self) -> Result<Int> {
+    pub(super) fn integer(&mut self) -> Result<Num> {
         let rest = self.bytes.get(self.pos..).unwrap_or_default();
         // The common case: a positive integer of at most 19 digits, which fits.
         if let Some(b'1'..=b'9') = rest.first() {
             let (magnitude, digits) = leading_digits(rest);
             if digits <= 19 && !matches!(rest.get(digits), Some(b'.' | b'e' | b'E')) {
                 self.pos += digits;
-                return Ok(Int::Unsigned(magnitude));
+                return Ok(Num::Unsigned(magnitude));
             }
         }
         self.any_integer()
@@ -81,7 +81,7 @@ impl<'de> Parser<'de> {
 
     /// [`Parser::integer`] for the other cases: a sign, a zero, 20 digits or more, and
     /// what `serde_json` reads as a float.
-    pub(super) fn any_integer(&mut self) -> Result<Int> {
+    pub(super) fn any_integer(&mut self) -> Result<Num> {
         let rest = self.bytes.get(self.pos..).unwrap_or_default();
         let (negative, rest) = match rest.split_first() {
             Some((b'-', tail)) => (true, tail),
@@ -104,14 +104,14 @@ impl<'de> Parser<'de> {
         }
         if !negative {
             self.pos += digits;
-            return Ok(Int::Unsigned(magnitude));
+            return Ok(Num::Unsigned(magnitude));
         }
         // As serde_json: a float unless the negation is negative (`-0` and magnitudes
         // past 2^63 are floats there).
         let negated = (magnitude as i64).wrapping_neg();
         if negated < 0 {
             self.pos += 1 + digits;
-            Ok(Int::Signed(negated))
+            Ok(Num::Signed(negated))
         } else {
             self.float()
         }
@@ -122,7 +122,7 @@ impl<'de> Parser<'de> {
     /// same parser on the same text, so the same `f64` (and the same refusal of one out
     /// of range, which falls back).
     #[cold]
-    pub(super) fn float(&mut self) -> Result<Int> {
+    pub(super) fn float(&mut self) -> Result<Num> {
         if !floats_are_f64() {
             return Err(Fallback);
         }
@@ -130,7 +130,7 @@ impl<'de> Parser<'de> {
         self.skip_number()?;
         let text = self.bytes.get(start..self.pos).ok_or(Fallback)?;
         serde_json::from_slice::<f64>(text)
-            .map(Int::Float)
+            .map(Num::Float)
             .map_err(|_| Fallback)
     }
 
