@@ -21,13 +21,13 @@ use std::sync::atomic::Ordering;
 use std::task::{Context, Poll, ready};
 
 use ruststream_core::{
-    AckError, Address, BoxFuture, Delivery, DeliveryStream, Facts, Original, Plan, Settlement,
-    Settling, Verdict, decide,
+    AckError, Address, BoxFuture, Delivery, DeliveryStream, Facts, Plan, Settlement, Settling,
+    Verdict,
 };
 use tokio::sync::futures::OwnedNotified;
 
 use super::execute::{Execution, execute};
-use super::worker::{Process, Worker, panic_message};
+use super::worker::{Process, Worker, bare, panic_message};
 use crate::handler::Handler;
 use crate::outcome::{After, Outcome};
 use crate::settled::{Cause, SettleError, Settled};
@@ -341,18 +341,9 @@ fn settle<H: Handler<M>, M: 'static>(
     let Some((outcome, cause)) = decided else {
         return false;
     };
-    let capabilities = worker.capabilities();
-    let facts = Facts::of(&delivery, &capabilities);
-    let plan = decide(
-        outcome.verdict,
-        facts,
-        capabilities,
-        &worker.mount().declaration,
-        delivery.address(),
-    );
-    if let (None, None, None, Original::Settle(settlement)) =
-        (&outcome.reply, &outcome.after, &plan.copy, plan.original)
-    {
+    let facts = Facts::of(&delivery, &worker.capabilities());
+    let plan = worker.plan(&delivery, facts, &outcome);
+    if let Some(settlement) = bare(&outcome, &plan) {
         // The common case: a bare settlement, with nothing to publish, and at most the
         // hooks to tell once it is over.
         if !worker.runtime().after_settle.is_empty() {
@@ -464,6 +455,6 @@ fn settle_slow<H: Handler<M>, M: 'static>(
         delivery,
         &plan,
         worker.capabilities().settles,
-        worker.runtime_arc(),
+        worker.runtime(),
     ));
 }

@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures_util::FutureExt;
 use ruststream_core::{
-    BoxFuture, Capabilities, ConsumeError, Delivery, DeliveryStream, Facts, Original, Plan, decide,
+    BoxFuture, Capabilities, ConsumeError, Delivery, DeliveryStream, Facts, Original, Plan,
+    Settlement, decide,
 };
 
 use super::Runtime;
@@ -33,7 +34,7 @@ pub(crate) struct Worker<H, M> {
 
 /// Something that takes deliveries one at a time; `false` means stop.
 pub(crate) trait Process: Send + Sync + 'static {
-    fn runtime(&self) -> &Runtime;
+    fn runtime(&self) -> &Arc<Runtime>;
 
     /// Handles one delivery; `false` means stop.
     fn handle(&self, delivery: Delivery) -> impl Future<Output = bool> + Send + '_;
@@ -137,7 +138,7 @@ impl Drop for InFlight<'_> {
 }
 
 impl<H: Handler<M>, M: 'static> Process for Worker<H, M> {
-    fn runtime(&self) -> &Runtime {
+    fn runtime(&self) -> &Arc<Runtime> {
         &self.runtime
     }
 
@@ -166,15 +167,8 @@ impl<H: Handler<M>, M: 'static> Process for Worker<H, M> {
             return false;
         };
         let facts = Facts::of(&delivery, &self.capabilities);
-        let plan = decide(
-            outcome.verdict,
-            facts,
-            self.capabilities,
-            &self.mount.declaration,
-            delivery.address(),
-        );
-        if let (None, None, None, Original::Settle(settlement)) =
-            (&outcome.reply, &outcome.after, &plan.copy, plan.original)
+        let plan = self.plan(&delivery, facts, &outcome);
+        if let Some(settlement) = bare(&outcome, &plan)
             && self.runtime.after_settle.is_empty()
         {
             // The common case: settle and go on, with nothing to publish or to tell.
@@ -193,17 +187,31 @@ impl<H: Handler<M>, M: 'static> Process for Worker<H, M> {
     }
 }
 
+/// The settlement of a plan that is nothing more (no copy) for an outcome that asks for
+/// nothing more (no reply, no `and_after`): the common case, settled and done.
+#[inline(always)]
+pub(super) fn bare(outcome: &Outcome, plan: &Plan) -> Option<Settlement> {
+    match (&outcome.reply, &outcome.after, &plan.copy, plan.original) {
+        (None, None, None, Original::Settle(settlement)) => Some(settlement),
+        _ => None,
+    }
+}
+
 impl<H: Handler<M>, M: 'static> Worker<H, M> {
+    /// What the decision decides for `delivery` (of which it read `facts`) and `outcome`.
+    #[inline(always)]
+    pub(super) fn plan(&self, delivery: &Delivery, facts: Facts, outcome: &Outcome) -> Plan {
+        decide(
+            outcome.verdict,
+            facts,
+            self.capabilities,
+            &self.mount.declaration,
+            delivery.address(),
+        )
+    }
+
     pub(super) fn capabilities(&self) -> Capabilities {
         self.capabilities
-    }
-
-    pub(super) fn mount(&self) -> &Mount {
-        &self.mount
-    }
-
-    pub(super) fn runtime_arc(&self) -> &Arc<Runtime> {
-        &self.runtime
     }
 
     /// The panic policy's decision for a handler that panicked with `message`.
