@@ -153,19 +153,6 @@ async fn bad_urls_and_unreachable_servers_are_clear_errors() {
 }
 
 #[tokio::test]
-async fn wrong_password_is_a_connect_error() {
-    let url = support::url();
-    let Some(rest) = url.strip_prefix("redis://") else {
-        return;
-    };
-    let host = rest.rsplit('@').next().unwrap_or(rest);
-    let err = RedisBroker::connect(&format!("redis://nobody:wrong@{host}"))
-        .await
-        .expect_err("auth");
-    assert!(matches!(err, ConnectError::Connect(_)), "{err}");
-}
-
-#[tokio::test]
 async fn closing_ends_subscriptions() {
     let ctx = ctx().await;
     let mut sub = ctx
