@@ -17,11 +17,10 @@ use std::time::{Duration, Instant};
 use fred::prelude::*;
 use fred::types::{ClusterHash, CustomCommand, Value};
 use ruststream_core::{
-    AckError, Address, Broker, Declaration, Options, RETRY_COUNT, Settlement, SubscribeSpec,
-    Verdict,
+    Address, Broker, Declaration, Options, RETRY_COUNT, Settlement, SubscribeSpec, Verdict,
 };
 use ruststream_redis::{Claiming, DelayedRetry, List, Pattern, PubSub, ReliableList, Stream};
-use support::{Ctx, complete, msg, n_of, next, next_within};
+use support::{Ctx, assert_unsupported, complete, copy_after, msg, n_of, next, next_within};
 
 const DEFAULT_URL: &str = "redis-cluster://127.0.0.1:7001?node=127.0.0.1:7002&node=127.0.0.1:7003";
 
@@ -495,34 +494,16 @@ async fn plain_list_round_trip() {
     let mut sub = ctx
         .subscribe(&plain, List::new().block(Duration::from_millis(100)), 8)
         .await;
-    let caps = sub.capabilities;
     let publisher = ctx.broker.publisher();
     ctx.publish(&plain, msg(1)).await;
     let d = next(&mut sub).await;
     assert_eq!(n_of(&d), 1);
     assert_eq!(ctx.llen(&ctx.key(&plain)).await, 0, "popped on receipt");
-    complete(
-        d,
-        caps,
-        Verdict::RetryAfter(Duration::from_millis(50)),
-        &Declaration::default(),
-        &*publisher,
-    )
-    .await
-    .expect("untouched original, copy published");
-    let copy = next(&mut sub).await;
+    let delay = Duration::from_millis(50);
+    let copy = copy_after(&mut sub, d, delay, &Declaration::default(), &*publisher).await;
     assert_eq!(n_of(&copy), 1);
     assert_eq!(copy.headers().get_str(RETRY_COUNT), Some("1"));
-    let err = complete(
-        copy,
-        caps,
-        Verdict::Ack,
-        &Declaration::default(),
-        &*publisher,
-    )
-    .await
-    .expect_err("settling is unsupported");
-    assert!(matches!(err, AckError::Unsupported));
+    assert_unsupported(copy).await;
     c.cleanup().await;
 }
 
@@ -533,34 +514,16 @@ async fn pubsub_channel_and_pattern() {
     let publisher = ctx.broker.publisher();
 
     let mut sub = ctx.subscribe("news", PubSub::new(), 8).await;
-    let caps = sub.capabilities;
     ctx.publish("news", msg(1).with_header("tenant", "acme"))
         .await;
     let d = next(&mut sub).await;
     assert_eq!(n_of(&d), 1);
     assert_eq!(d.headers().get_str("tenant"), Some("acme"));
-    complete(
-        d,
-        caps,
-        Verdict::RetryAfter(Duration::from_millis(20)),
-        &Declaration::default(),
-        &*publisher,
-    )
-    .await
-    .expect("untouched original, copy published");
-    let copy = next(&mut sub).await;
+    let delay = Duration::from_millis(20);
+    let copy = copy_after(&mut sub, d, delay, &Declaration::default(), &*publisher).await;
     assert_eq!(n_of(&copy), 1);
     assert_eq!(copy.redelivery_count(), 2, "the runtime's copy");
-    let err = complete(
-        copy,
-        caps,
-        Verdict::Ack,
-        &Declaration::default(),
-        &*publisher,
-    )
-    .await
-    .expect_err("settling is unsupported");
-    assert!(matches!(err, AckError::Unsupported));
+    assert_unsupported(copy).await;
 
     let mut options = Options::default();
     options.insert(Pattern::new());
@@ -580,16 +543,8 @@ async fn pubsub_channel_and_pattern() {
     ctx.publish("alerts.disk", msg(3)).await;
     let d = next(&mut sub).await;
     assert_eq!(d.address().as_str(), "alerts.disk");
-    complete(
-        d,
-        caps,
-        Verdict::RetryAfter(Duration::from_millis(10)),
-        &declaration,
-        &*publisher,
-    )
-    .await
-    .expect("copy to the declared retry address");
-    let copy = next(&mut sub).await;
+    let delay = Duration::from_millis(10);
+    let copy = copy_after(&mut sub, d, delay, &declaration, &*publisher).await;
     assert_eq!(copy.address().as_str(), "alerts.retry");
     assert!(
         next_within(&mut sub, Duration::from_millis(200))

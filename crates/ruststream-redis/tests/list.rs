@@ -4,9 +4,9 @@ mod support;
 
 use std::time::Duration;
 
-use ruststream_core::{AckError, Broker, Capabilities, Declaration, Settlement, Verdict};
+use ruststream_core::{AckError, Broker, Capabilities, Declaration, Verdict};
 use ruststream_redis::List;
-use support::{complete, ctx, msg, n_of, next};
+use support::{assert_unsupported, complete, copy_after, ctx, msg, n_of, next};
 
 fn list() -> List {
     List::new().block(Duration::from_millis(100))
@@ -46,26 +46,13 @@ async fn every_settlement_is_unsupported() {
 async fn retry_after_is_a_copy_back_to_the_list() {
     let ctx = ctx().await;
     let mut sub = ctx.subscribe("plain", list(), 8).await;
-    let caps = sub.capabilities;
     let publisher = ctx.broker.publisher();
     ctx.publish("plain", msg(5)).await;
     let d = next(&mut sub).await;
-    complete(
-        d,
-        caps,
-        Verdict::RetryAfter(Duration::from_millis(50)),
-        &Declaration::default(),
-        &*publisher,
-    )
-    .await
-    .expect("untouched original, copy published");
-    let copy = next(&mut sub).await;
+    let delay = Duration::from_millis(50);
+    let copy = copy_after(&mut sub, d, delay, &Declaration::default(), &*publisher).await;
     assert_eq!(n_of(&copy), 5);
     assert_eq!(copy.redelivery_count(), 2);
-    let err = copy
-        .settle(Settlement::Accept)
-        .await
-        .expect_err("unsupported");
-    assert!(matches!(err, AckError::Unsupported));
+    assert_unsupported(copy).await;
     ctx.cleanup().await;
 }

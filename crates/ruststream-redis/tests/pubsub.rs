@@ -9,7 +9,7 @@ use ruststream_core::{
     SubscribeSpec, Verdict,
 };
 use ruststream_redis::{Pattern, PubSub};
-use support::{complete, ctx, msg, n_of, next, next_within};
+use support::{complete, copy_after, ctx, msg, n_of, next, next_within};
 
 #[tokio::test]
 async fn channel_messages_arrive_and_settling_is_unsupported() {
@@ -35,20 +35,11 @@ async fn channel_messages_arrive_and_settling_is_unsupported() {
 async fn retry_after_copies_back_to_the_channel() {
     let ctx = ctx().await;
     let mut sub = ctx.subscribe("news", PubSub::new(), 8).await;
-    let caps = sub.capabilities;
     let publisher = ctx.broker.publisher();
     ctx.publish("news", msg(2)).await;
     let d = next(&mut sub).await;
-    complete(
-        d,
-        caps,
-        Verdict::RetryAfter(Duration::from_millis(20)),
-        &Declaration::default(),
-        &*publisher,
-    )
-    .await
-    .expect("copy");
-    let copy = next(&mut sub).await;
+    let delay = Duration::from_millis(20);
+    let copy = copy_after(&mut sub, d, delay, &Declaration::default(), &*publisher).await;
     assert_eq!(copy.redelivery_count(), 2);
     ctx.cleanup().await;
 }
@@ -69,7 +60,6 @@ async fn pattern_matches_channels_and_copies_go_to_the_declared_address() {
         options,
     };
     let mut sub = ctx.broker.subscribe(spec).await.expect("subscribe");
-    let caps = sub.capabilities;
     let publisher = ctx.broker.publisher();
     // Channels are published to as channels once a Pub/Sub subscription declared them.
     ctx.broker
@@ -84,16 +74,8 @@ async fn pattern_matches_channels_and_copies_go_to_the_declared_address() {
         .expect_err("a pattern");
     assert!(matches!(err.kind, PublishErrorKind::BadAddress(_)));
     // The copy goes to the declared retry address, a channel the pattern matches.
-    complete(
-        d,
-        caps,
-        Verdict::RetryAfter(Duration::from_millis(10)),
-        &declaration,
-        &*publisher,
-    )
-    .await
-    .expect("copy");
-    let copy = next(&mut sub).await;
+    let delay = Duration::from_millis(10);
+    let copy = copy_after(&mut sub, d, delay, &declaration, &*publisher).await;
     assert_eq!(copy.address().as_str(), "news.retry");
     assert_eq!(copy.redelivery_count(), 2);
     ctx.cleanup().await;

@@ -12,7 +12,7 @@ use fred::types::Value;
 use futures_util::StreamExt;
 use ruststream_core::{
     AckError, Address, Broker, Capabilities, Declaration, Delivery, Facts, Message, Options,
-    Original, Publish, RETRY_COUNT, SubscribeSpec, Subscription, Verdict, decide,
+    Original, Publish, RETRY_COUNT, Settlement, SubscribeSpec, Subscription, Verdict, decide,
 };
 use ruststream_redis::{RedisBroker, Settings};
 
@@ -224,6 +224,32 @@ pub async fn next_within(sub: &mut Subscription, wait: Duration) -> Option<Deliv
 
 /// What the runtime does with a handler's verdict: decide, publish a copy (immediate ones
 /// before the original is settled), settle the original.
+/// On a form that cannot settle: `retry_after(delay)` leaves `delivery` as it is and
+/// publishes a copy (to `decl`'s retry address, else back where it came from), which
+/// is the next delivery of `sub`; returns it.
+pub async fn copy_after(
+    sub: &mut Subscription,
+    delivery: Delivery,
+    delay: Duration,
+    decl: &Declaration,
+    publisher: &dyn Publish,
+) -> Delivery {
+    let caps = sub.capabilities;
+    complete(delivery, caps, Verdict::RetryAfter(delay), decl, publisher)
+        .await
+        .expect("the original untouched, a copy published");
+    next(sub).await
+}
+
+/// Settling `delivery` is `AckError::Unsupported` (a form that cannot settle).
+pub async fn assert_unsupported(delivery: Delivery) {
+    let err = delivery
+        .settle(Settlement::Accept)
+        .await
+        .expect_err("settling is unsupported");
+    assert!(matches!(err, AckError::Unsupported), "{err}");
+}
+
 pub async fn complete(
     delivery: Delivery,
     caps: Capabilities,
@@ -236,7 +262,6 @@ pub async fn complete(
     let copy = plan.copy.map(|c| {
         let mut m = delivery.to_message();
         if let Some(n) = c.retry_count {
-            m.headers.remove(RETRY_COUNT);
             m.headers.insert(RETRY_COUNT, n);
         }
         (c, m)
