@@ -208,6 +208,7 @@ impl AmqpBroker {
                 requeues: true,
                 counts,
                 delays: false,
+                max_delay: None,
                 dead_letters: options.dead_letters,
             }
         } else {

@@ -184,3 +184,11 @@ impl ConnectOptions {
         self
     }
 }
+
+impl ruststream_core::BrokerOption for SubscribeOptions {
+    const BROKER: &'static str = "amqp";
+}
+
+impl ruststream_core::BrokerOption for Settle {
+    const BROKER: &'static str = "amqp";
+}

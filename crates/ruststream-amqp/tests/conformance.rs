@@ -65,6 +65,7 @@ impl Harness for Amqp {
             requeues: true,
             counts: self.counts,
             delays: false,
+            max_delay: None,
             dead_letters: false,
         }
     }

@@ -103,34 +103,73 @@ impl std::fmt::Debug for Subscription {
     }
 }
 
+/// An option that belongs to one broker adapter (a Redis form, an AMQP credit).
+///
+/// The runtime refuses, at start-up, a mount that carries an option of another broker
+/// than the one it runs on: a Redis form on an AMQP mount would otherwise be ignored
+/// without a word.
+pub trait BrokerOption: Any + Send + Sync {
+    /// The name of the broker it belongs to, as its [`Broker::name`] says.
+    const BROKER: &'static str;
+}
+
 /// Adapter-specific options, one value per type.
 ///
 /// ```
-/// use ruststream_core::Options;
+/// use ruststream_core::{BrokerOption, Options};
 ///
 /// #[derive(Debug, PartialEq)]
 /// struct Credit(u32);
+/// impl BrokerOption for Credit {
+///     const BROKER: &'static str = "amqp";
+/// }
 ///
 /// let mut options = Options::default();
 /// options.insert(Credit(64));
 /// assert_eq!(options.get::<Credit>(), Some(&Credit(64)));
+/// assert!(options.check("amqp").is_ok());
+/// assert!(options.check("redis").is_err());
 /// ```
 #[derive(Default)]
-pub struct Options(Vec<(TypeId, Arc<dyn Any + Send + Sync>)>);
+pub struct Options(Vec<Entry>);
+
+#[derive(Clone)]
+struct Entry {
+    id: TypeId,
+    broker: &'static str,
+    name: &'static str,
+    value: Arc<dyn Any + Send + Sync>,
+}
 
 impl Options {
     /// Sets the option of type `T`, replacing an earlier one.
-    pub fn insert<T: Any + Send + Sync>(&mut self, value: T) {
-        self.0.retain(|(id, _)| *id != TypeId::of::<T>());
-        self.0.push((TypeId::of::<T>(), Arc::new(value)));
+    pub fn insert<T: BrokerOption>(&mut self, value: T) {
+        self.0.retain(|entry| entry.id != TypeId::of::<T>());
+        self.0.push(Entry {
+            id: TypeId::of::<T>(),
+            broker: T::BROKER,
+            name: std::any::type_name::<T>(),
+            value: Arc::new(value),
+        });
     }
 
     /// The option of type `T`, if set.
     pub fn get<T: Any + Send + Sync>(&self) -> Option<&T> {
         self.0
             .iter()
-            .find(|(id, _)| *id == TypeId::of::<T>())
-            .and_then(|(_, v)| v.downcast_ref())
+            .find(|entry| entry.id == TypeId::of::<T>())
+            .and_then(|entry| entry.value.downcast_ref())
+    }
+
+    /// Refuses options that belong to another broker than `broker`.
+    pub fn check(&self, broker: &str) -> Result<(), SubscribeError> {
+        match self.0.iter().find(|entry| entry.broker != broker) {
+            Some(entry) => Err(SubscribeError::BadOption(format!(
+                "{} is an option of the {} broker, not of {broker}",
+                entry.name, entry.broker
+            ))),
+            None => Ok(()),
+        }
     }
 }
 
@@ -142,6 +181,8 @@ impl Clone for Options {
 
 impl std::fmt::Debug for Options {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Options({} set)", self.0.len())
+        f.debug_list()
+            .entries(self.0.iter().map(|entry| entry.name))
+            .finish()
     }
 }

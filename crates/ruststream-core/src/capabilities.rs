@@ -1,5 +1,7 @@
 //! What a subscription form can do, as its adapter declares it.
 
+use std::time::Duration;
+
 /// The facts about a subscription form that the settlement decision depends on.
 ///
 /// Adapters declare these per subscription; the runtime never guesses them. See the
@@ -18,6 +20,11 @@ pub struct Capabilities {
     /// The form has its own delayed redelivery (Redis claiming through `min_idle`, a
     /// Redis stream with a durable delay queue, the memory broker).
     pub delays: bool,
+    /// The longest delay the form's own delayed redelivery honours (`None`: any). A
+    /// longer `retry_after` falls back to the runtime's copy, as on a form that does not
+    /// delay. A delay shorter than the form's minimum (a claiming form's `min_idle`)
+    /// still lasts the minimum.
+    pub max_delay: Option<Duration>,
     /// The broker enforces the attempt cap and the dead letter itself, declared to it
     /// when the subscription starts.
     pub dead_letters: bool,
@@ -30,6 +37,7 @@ impl Capabilities {
         requeues: false,
         counts: false,
         delays: false,
+        max_delay: None,
         dead_letters: false,
     };
 
@@ -39,6 +47,27 @@ impl Capabilities {
         requeues: false,
         counts: false,
         delays: false,
+        max_delay: None,
         dead_letters: false,
     };
+
+    /// Whether the form's own delayed redelivery can honour a delay of `delay`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ruststream_core::Capabilities;
+    ///
+    /// let claiming = Capabilities {
+    ///     delays: true,
+    ///     max_delay: Some(Duration::from_secs(30)),
+    ///     ..Capabilities::SETTLES
+    /// };
+    /// assert!(claiming.delays_for(Duration::from_secs(1)));
+    /// assert!(!claiming.delays_for(Duration::from_secs(3600)));
+    /// assert!(!Capabilities::SETTLES.delays_for(Duration::from_secs(1)));
+    /// ```
+    #[inline]
+    pub fn delays_for(&self, delay: Duration) -> bool {
+        self.delays && self.max_delay.is_none_or(|max| delay <= max)
+    }
 }

@@ -136,7 +136,7 @@ pub fn decide(
     if caps.dead_letters && caps.requeues {
         return Plan::only(match delay {
             None => Original::Settle(Settlement::Requeue),
-            Some(d) if caps.delays => Original::Settle(Settlement::RequeueAfter(d)),
+            Some(d) if caps.delays_for(d) => Original::Settle(Settlement::RequeueAfter(d)),
             Some(d) => Original::Hold(d, Settlement::Requeue),
         });
     }
@@ -165,7 +165,7 @@ pub fn decide(
         })
     };
     match delay {
-        Some(d) if caps.delays => Plan::only(Original::Settle(Settlement::RequeueAfter(d))),
+        Some(d) if caps.delays_for(d) => Plan::only(Original::Settle(Settlement::RequeueAfter(d))),
         // The original goes now, as `rejected` (the seeds' AMQP `retry_after`; Redis
         // `XACK` / `LREM`); the copy follows from the process after `d`.
         Some(d) => Plan {

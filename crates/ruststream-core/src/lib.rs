@@ -17,7 +17,8 @@ mod message;
 mod settlement;
 
 pub use broker::{
-    BoxFuture, Broker, Declaration, DeliveryStream, Options, Publish, SubscribeSpec, Subscription,
+    BoxFuture, Broker, BrokerOption, Declaration, DeliveryStream, Options, Publish, SubscribeSpec,
+    Subscription,
 };
 pub use capabilities::Capabilities;
 pub use decision::{Copy, Facts, Original, Plan, Verdict, decide};

@@ -70,12 +70,26 @@ pub trait Acker: Send + Sync + 'static {
     /// Settles the delivery known by `tag`. `message` is the delivery's payload and
     /// headers, moved in for forms that settle by writing a copy (a durable delay queue)
     /// or that hold messages themselves (the memory broker).
+    ///
+    /// The [`Settling`] resolves once the broker has the settlement: the frame is
+    /// written (a settlement the broker does not answer, as an AMQP disposition), or
+    /// the broker's reply is read (a Redis `XACK`). Never when it is only queued. A
+    /// settlement lost with its connection or link resolves with
+    /// [`AckError::Disconnected`](crate::AckError::Disconnected): the hooks and
+    /// `and_after` are told the truth.
     fn settle(&self, tag: Tag, message: Message, settlement: Settlement) -> Settling;
 
-    /// Called when a delivery is dropped without being settled (a `fail_fast`, a handler
-    /// abandoned at shutdown). Brokers that keep unsettled deliveries themselves (AMQP
-    /// links, Redis pending lists) need do nothing, which is the default; the delivery
-    /// comes back when the consumer goes away.
+    /// Gives the delivery known by `tag` back for redelivery now, without a verdict:
+    /// the runtime drops it unsettled (a `fail_fast`, a handler abandoned at shutdown,
+    /// a copy that could not be published).
+    ///
+    /// Every form that settles implements it so that the delivery is delivered again
+    /// without waiting for the consumer to go away, and so that it stops counting
+    /// against the subscription's prefetch or credit: AMQP `released` (or `modified`
+    /// where the attempt must count); a Redis stream entry becomes readable again; a
+    /// reliable-list element goes back on the queue before it leaves the processing
+    /// list; the memory broker puts it back. The default does nothing, which is right
+    /// only for forms that do not settle (the delivery is already gone).
     fn abandon(&self, tag: Tag, message: Message) {
         let _ = (tag, message);
     }

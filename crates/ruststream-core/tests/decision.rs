@@ -46,6 +46,7 @@ const fn form(name: &'static str, f: u8) -> Form {
         requeues: f & REQ != 0,
         counts: f & CNT != 0,
         delays: f & DLY != 0,
+        max_delay: None,
         dead_letters: f & SDL != 0,
     };
     Form(name, caps, f & CNT_D != 0)
@@ -439,4 +440,70 @@ fn invariants_of(verdict: Verdict, facts: Facts, caps: Capabilities, decl: &Decl
         inv(retry_copy.is_some(), "retry_after without a delay of its own: an in-process copy");
     }
     checks
+}
+
+/// "A native delay has a declared bound; beyond it the decision falls back to the form's
+/// next mechanism": a claiming form honours delays up to `min_idle`; a longer
+/// `retry_after` is the runtime's delayed copy, as on a form that does not delay. A
+/// broker that dead-letters itself holds the delivery for a delay beyond its bound.
+#[test]
+fn native_delay_beyond_its_bound_falls_back() {
+    let bound = Duration::from_secs(30);
+    let bounded = |Form(_, caps, counts): Form| {
+        let caps = Capabilities {
+            max_delay: Some(bound),
+            ..caps
+        };
+        (caps, counts)
+    };
+    let own = Address::new(OWN);
+    for decl in [NOTHING, BELOW] {
+        let declaration = declaration(decl, false);
+        let (caps, counts) = bounded(CLAIM);
+        let facts = Facts { attempt: 1, counts };
+        let short = decide(
+            Verdict::RetryAfter(Duration::from_secs(1)),
+            facts,
+            caps,
+            &declaration,
+            &own,
+        );
+        assert_eq!(
+            short.original,
+            Original::Settle(Settlement::RequeueAfter(Duration::from_secs(1))),
+            "{decl:?}"
+        );
+        assert!(short.copy.is_none());
+        let equal = decide(Verdict::RetryAfter(bound), facts, caps, &declaration, &own);
+        assert_eq!(
+            equal.original,
+            Original::Settle(Settlement::RequeueAfter(bound)),
+            "{decl:?}"
+        );
+        let long = Duration::from_secs(3600);
+        let plan = decide(Verdict::RetryAfter(long), facts, caps, &declaration, &own);
+        assert_eq!(
+            plan,
+            Plan {
+                copy: Some(PlanCopy {
+                    to: own.clone(),
+                    retry_count: Some(1),
+                    delay: Some(long)
+                }),
+                original: Original::Settle(Settlement::Reject),
+            },
+            "{decl:?}"
+        );
+    }
+    let (caps, counts) = bounded(JET);
+    let long = Duration::from_secs(3600);
+    let plan = decide(
+        Verdict::RetryAfter(long),
+        Facts { attempt: 1, counts },
+        caps,
+        &declaration(BELOW, false),
+        &own,
+    );
+    assert_eq!(plan.original, Original::Hold(long, Settlement::Requeue));
+    assert!(plan.copy.is_none());
 }

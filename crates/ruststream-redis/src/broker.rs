@@ -215,6 +215,9 @@ impl RedisBroker {
                     requeues: true,
                     counts: true,
                     delays: true,
+                    // An entry comes back once idle `min_idle`: a longer delay is the
+                    // runtime's copy.
+                    max_delay: Some(claiming.min_idle),
                     dead_letters: false,
                 };
                 let claimer = Some(Claimer::new(claiming.min_idle));

@@ -334,3 +334,12 @@ pub(crate) fn form_of(options: &ruststream_core::Options) -> Form {
     try_get!(Stream, Claiming, ReliableList, List, PubSub, Pattern);
     Form::default()
 }
+
+macro_rules! redis_options {
+    ($($t:ty),*) => {$(
+        impl ruststream_core::BrokerOption for $t {
+            const BROKER: &'static str = "redis";
+        }
+    )*};
+}
+redis_options!(Form, Stream, Claiming, ReliableList, List, PubSub, Pattern);

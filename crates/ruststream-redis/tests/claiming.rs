@@ -29,6 +29,7 @@ async fn capabilities_settle_requeue_count_and_delay() {
             requeues: true,
             counts: true,
             delays: true,
+            max_delay: None,
             dead_letters: false
         }
     );

@@ -100,6 +100,7 @@ impl Harness for Redis {
                 requeues: true,
                 counts: true,
                 delays: true,
+                max_delay: None,
                 dead_letters: false,
             },
         }

@@ -162,6 +162,13 @@ impl App {
     /// [`Running::stop`].
     pub async fn start(self) -> Result<Running, RunError> {
         for (mount, endpoint) in &self.router.routes {
+            mount
+                .options
+                .check(self.broker.name())
+                .map_err(|source| RunError::Subscribe {
+                    address: mount.address.to_string(),
+                    source,
+                })?;
             endpoint
                 .check(&self.app)
                 .map_err(|source| RunError::Mount {

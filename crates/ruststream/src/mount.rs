@@ -178,7 +178,7 @@ impl Mount {
     }
 
     /// An adapter option (a Redis form, an AMQP credit…), by type.
-    pub fn option<T: std::any::Any + Send + Sync>(mut self, option: T) -> Self {
+    pub fn option<T: ruststream_core::BrokerOption>(mut self, option: T) -> Self {
         self.options.insert(option);
         self
     }

@@ -35,6 +35,7 @@ const FULL: Capabilities = ruststream::memory::MemoryBroker::FULL;
 const SETTLES: Capabilities = Capabilities::SETTLES;
 const DELAYS: Capabilities = Capabilities {
     delays: true,
+    max_delay: None,
     ..Capabilities::SETTLES
 };
 const SELF_DL: Capabilities = Capabilities {
@@ -42,10 +43,12 @@ const SELF_DL: Capabilities = Capabilities {
     requeues: true,
     counts: true,
     delays: false,
+    max_delay: None,
     dead_letters: true,
 };
 const SELF_DL_DELAYS: Capabilities = Capabilities {
     delays: true,
+    max_delay: None,
     ..SELF_DL
 };
 const NONE: Capabilities = Capabilities::NONE;

@@ -381,3 +381,36 @@ async fn missing_state_is_refused_at_start() {
         "nothing subscribed"
     );
 }
+
+/// An option of another broker on a mount is refused when the app starts: a Redis form on
+/// a memory mount would otherwise be ignored without a word.
+#[tokio::test(start_paused = true)]
+async fn another_brokers_option_is_refused_at_start() {
+    struct RedisForm;
+    impl ruststream_core::BrokerOption for RedisForm {
+        const BROKER: &'static str = "redis";
+    }
+    let broker = MemoryBroker::new();
+    let result = TestApp::try_start(broker.clone(), |b| {
+        App::new(b)
+            .mount("fine", |_: u32| async {})
+            .mount(Mount::new("q").option(RedisForm), |_: u32| async {})
+    })
+    .await;
+    match result {
+        Err(RunError::Subscribe { address, source }) => {
+            assert_eq!(address, "q");
+            let text = source.to_string();
+            assert!(
+                text.contains("RedisForm") && text.contains("redis") && text.contains("memory"),
+                "{text}"
+            );
+        }
+        Err(other) => panic!("expected a subscribe error, got {other}"),
+        Ok(_) => panic!("started with a foreign option"),
+    }
+    assert!(
+        broker.snapshot().iter().all(|q| q.consumers == 0),
+        "nothing subscribed"
+    );
+}

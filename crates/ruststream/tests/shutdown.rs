@@ -231,6 +231,7 @@ async fn a_held_delivery_is_back_in_the_queue_after_a_graceful_stop() {
         requeues: true,
         counts: true,
         delays: false,
+        max_delay: None,
         dead_letters: true,
     };
     let app = TestApp::try_start(MemoryBroker::with_capabilities(self_dl), |b| {

@@ -88,7 +88,7 @@ impl Ctx {
     }
 
     /// A subscription on `address` with `form` and `declaration`.
-    pub async fn subscribe<F: std::any::Any + Send + Sync>(
+    pub async fn subscribe<F: ruststream_core::BrokerOption>(
         &self,
         address: &str,
         form: F,

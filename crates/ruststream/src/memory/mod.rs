@@ -94,6 +94,7 @@ impl MemoryBroker {
         requeues: true,
         counts: true,
         delays: true,
+        max_delay: None,
         dead_letters: false,
     };
 

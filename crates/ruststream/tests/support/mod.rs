@@ -30,6 +30,7 @@ pub fn caps(
         requeues,
         counts,
         delays,
+        max_delay: None,
         dead_letters,
     }
 }
