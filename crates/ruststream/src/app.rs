@@ -8,7 +8,7 @@ use std::time::Duration;
 use ruststream_core::{Broker, SubscribeError, SubscribeSpec};
 use tokio::task::JoinSet;
 
-use crate::dispatch::{AfterSettle, Deferred, Runtime, Shutdown};
+use crate::dispatch::{AfterSettle, Deferred, DelayedLimit, Runtime, Shutdown};
 use crate::extract::{AppContext, ExtractError};
 use crate::mount::Mount;
 use crate::publisher::Publisher;
@@ -66,6 +66,7 @@ pub struct App {
     on_start: Vec<StartHook>,
     on_stop: Vec<StartHook>,
     grace: Duration,
+    delayed: DelayedLimit,
 }
 
 impl App {
@@ -88,6 +89,7 @@ impl App {
             on_start: Vec::new(),
             on_stop: Vec::new(),
             grace: Duration::from_secs(30),
+            delayed: DelayedLimit::default(),
         }
     }
 
@@ -128,6 +130,15 @@ impl App {
     /// Runs `hook` after each settlement (keep it quick: it runs on the delivery path).
     pub fn after_settle(mut self, hook: impl Fn(&Settled) + Send + Sync + 'static) -> Self {
         self.after_settle.push(Arc::new(hook));
+        self
+    }
+
+    /// Bounds the retry copies waiting in the process for their delay (default 10,000
+    /// copies, 64 MiB): at the bound the service takes no more deliveries until one is
+    /// out. A copy whose publish fails is tried again with back-off, so an outage
+    /// fills this up rather than losing copies.
+    pub fn delayed_limit(mut self, limit: DelayedLimit) -> Self {
+        self.delayed = limit;
         self
     }
 
@@ -181,7 +192,7 @@ impl App {
             publish: self.broker.publisher(),
             after_settle: self.after_settle,
             shutdown: Shutdown::default(),
-            deferred: Arc::new(Deferred::default()),
+            deferred: Arc::new(Deferred::new(self.delayed)),
             in_flight: AtomicUsize::new(0),
         });
         let mut subscriptions = Vec::with_capacity(self.router.routes.len());
@@ -274,7 +285,7 @@ impl Running {
             self.tasks.abort_all();
             while self.tasks.join_next().await.is_some() {}
         }
-        self.runtime.deferred.flush().await;
+        self.runtime.deferred.flush(self.grace).await;
         for hook in self.on_stop {
             hook();
         }

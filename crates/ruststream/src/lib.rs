@@ -46,6 +46,7 @@ mod settled;
 pub mod testing;
 
 pub use app::{App, RunError, Running};
+pub use dispatch::DelayedLimit;
 pub use codec::{Codec, CodecError};
 pub use extract::{AppContext, Attempt, Context, ExtractError, FromDelivery, Raw, State};
 pub use handler::{Extractors, Handler, OutcomeFuture, WithPayload};

@@ -115,6 +115,11 @@ impl TestApp {
         })
     }
 
+    /// Retry copies and held deliveries waiting for their delay in the app.
+    pub fn deferred(&self) -> usize {
+        self.running.deferred()
+    }
+
     /// The memory broker under the app.
     pub fn broker(&self) -> &MemoryBroker {
         &self.broker

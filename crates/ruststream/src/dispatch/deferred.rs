@@ -1,24 +1,127 @@
 //! Work deferred by a delay: retry copies published from the process, deliveries held
 //! before a requeue.
+//!
+//! A delayed copy is owed: once its original is settled, the copy is the message. So a
+//! copy whose publish fails is tried again with back-off for as long as the process
+//! lives, and published early on a graceful stop (tried until the stop's grace period is
+//! over). Only a crash, or a broker that stays away past the grace period of a stop,
+//! loses it, and the second is logged with the subscription and the message id.
+//!
+//! The copies waiting in the process are bounded, by count and by bytes
+//! ([`DelayedLimit`]): when either bound is reached, the loops take no more deliveries
+//! until there is room again.
 
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use ruststream_core::{Address, MESSAGE_ID, Message, Publish};
 use tokio::sync::Notify;
+use tokio::sync::futures::OwnedNotified;
+
+/// How many retry copies, and how many bytes of them, may wait for their delay in the
+/// process at once. When either bound is reached the service takes no more deliveries
+/// until a copy has gone out.
+///
+/// ```
+/// use ruststream::DelayedLimit;
+///
+/// let limit = DelayedLimit::default().copies(1_000).bytes(8 << 20);
+/// assert_eq!(limit.max_copies(), 1_000);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DelayedLimit {
+    copies: usize,
+    bytes: usize,
+}
+
+impl Default for DelayedLimit {
+    /// 10,000 copies, 64 MiB.
+    fn default() -> Self {
+        Self {
+            copies: 10_000,
+            bytes: 64 << 20,
+        }
+    }
+}
+
+impl DelayedLimit {
+    /// At most `copies` waiting copies (at least 1).
+    pub fn copies(mut self, copies: usize) -> Self {
+        self.copies = copies.max(1);
+        self
+    }
+
+    /// At most `bytes` of waiting copies, payloads and headers (at least 1). A single copy
+    /// larger than the bound is still taken when nothing else waits.
+    pub fn bytes(mut self, bytes: usize) -> Self {
+        self.bytes = bytes.max(1);
+        self
+    }
+
+    /// The bound on the number of copies.
+    pub fn max_copies(&self) -> usize {
+        self.copies
+    }
+
+    /// The bound on their bytes.
+    pub fn max_bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+/// The first wait after a failed publish of a delayed copy; it doubles up to
+/// [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// A retry copy owed to `to`, published from the process after its delay.
+pub(crate) struct DelayedCopy {
+    pub(crate) subscription: Address,
+    pub(crate) to: Address,
+    pub(crate) message: Message,
+}
 
 /// Tasks that run after a delay. On a graceful stop they run at once (a retry copy
 /// goes out early rather than being lost); a crash loses them, as documented.
-#[derive(Default)]
 pub(crate) struct Deferred {
+    limit: DelayedLimit,
     pending: AtomicUsize,
+    copies: AtomicUsize,
+    bytes: AtomicUsize,
+    full: AtomicBool,
+    room: Arc<Notify>,
     flushing: AtomicBool,
     flush: Notify,
     done: Notify,
+    gave_up: Notify,
+    giving_up: AtomicBool,
+}
+
+impl Default for Deferred {
+    fn default() -> Self {
+        Self::new(DelayedLimit::default())
+    }
 }
 
 impl Deferred {
+    pub(crate) fn new(limit: DelayedLimit) -> Self {
+        Self {
+            limit,
+            pending: AtomicUsize::new(0),
+            copies: AtomicUsize::new(0),
+            bytes: AtomicUsize::new(0),
+            full: AtomicBool::new(false),
+            room: Arc::new(Notify::new()),
+            flushing: AtomicBool::new(false),
+            flush: Notify::new(),
+            done: Notify::new(),
+            gave_up: Notify::new(),
+            giving_up: AtomicBool::new(false),
+        }
+    }
+
     pub(crate) fn schedule<F, Fut>(self: &Arc<Self>, delay: Duration, then: F)
     where
         F: FnOnce() -> Fut + Send + 'static,
@@ -27,34 +130,172 @@ impl Deferred {
         self.pending.fetch_add(1, Ordering::AcqRel);
         let this = self.clone();
         tokio::spawn(async move {
-            let flushed = this.flush.notified();
-            if !this.flushing.load(Ordering::Acquire) {
-                tokio::select! {
-                    () = tokio::time::sleep(delay) => {}
-                    () = flushed => {}
+            this.sleep(delay).await;
+            then().await;
+            this.finished();
+        });
+    }
+
+    /// Publishes `copy` through `publish` after `delay`, trying again with back-off
+    /// until it is out (or a stop's grace period is over).
+    pub(crate) fn schedule_copy(
+        self: &Arc<Self>,
+        delay: Duration,
+        copy: DelayedCopy,
+        publish: Arc<dyn Publish>,
+    ) {
+        let size = size_of(&copy.message);
+        self.pending.fetch_add(1, Ordering::AcqRel);
+        let copies = self.copies.fetch_add(1, Ordering::AcqRel) + 1;
+        let bytes = self.bytes.fetch_add(size, Ordering::AcqRel) + size;
+        if copies >= self.limit.copies || bytes >= self.limit.bytes {
+            self.full.store(true, Ordering::Release);
+            tracing::warn!(
+                copies,
+                bytes,
+                "delayed retry copies at their bound: taking no more deliveries until one is out"
+            );
+        }
+        let this = self.clone();
+        tokio::spawn(async move {
+            this.sleep(delay).await;
+            this.publish_copy(copy, publish).await;
+            let copies = this.copies.fetch_sub(1, Ordering::AcqRel) - 1;
+            let bytes = this.bytes.fetch_sub(size, Ordering::AcqRel) - size;
+            if this.full.load(Ordering::Acquire)
+                && copies < this.limit.copies
+                && bytes < this.limit.bytes
+            {
+                this.full.store(false, Ordering::Release);
+                this.room.notify_waiters();
+            }
+            this.finished();
+        });
+    }
+
+    async fn publish_copy(&self, copy: DelayedCopy, publish: Arc<dyn Publish>) {
+        let DelayedCopy {
+            subscription,
+            to,
+            mut message,
+        } = copy;
+        let mut backoff = FIRST_BACKOFF;
+        let mut tries = 0u32;
+        // Read from the message only once a publish failed: the common case allocates
+        // nothing for the logs.
+        let mut id = String::new();
+        loop {
+            match publish.publish(to.clone(), message).await {
+                Ok(()) => {
+                    if tries > 0 {
+                        tracing::info!(%subscription, %to, message_id = %id, tries = tries + 1, "delayed retry copy published");
+                    }
+                    return;
+                }
+                Err(error) => {
+                    tries += 1;
+                    message = error.message;
+                    if id.is_empty() {
+                        id = message_id(&message);
+                    }
+                    if self.giving_up.load(Ordering::Acquire) {
+                        tracing::error!(%subscription, %to, message_id = %id, tries, error = %error.kind, "delayed retry copy lost: the stop's grace period is over");
+                        return;
+                    }
+                    tracing::warn!(%subscription, %to, message_id = %id, tries, error = %error.kind, retry_in = ?backoff, "delayed retry copy not published; trying again");
                 }
             }
-            then().await;
-            if this.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
-                this.done.notify_waiters();
+            let gave_up = self.gave_up.notified();
+            if !self.giving_up.load(Ordering::Acquire) {
+                tokio::select! {
+                    () = tokio::time::sleep(backoff) => {}
+                    () = gave_up => {}
+                }
             }
-        });
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+        }
+    }
+
+    async fn sleep(&self, delay: Duration) {
+        let flushed = self.flush.notified();
+        if !self.flushing.load(Ordering::Acquire) {
+            tokio::select! {
+                () = tokio::time::sleep(delay) => {}
+                () = flushed => {}
+            }
+        }
+    }
+
+    fn finished(&self) {
+        if self.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.done.notify_waiters();
+        }
     }
 
     pub(crate) fn pending(&self) -> usize {
         self.pending.load(Ordering::Acquire)
     }
 
-    /// Runs every waiting task now and waits until they are done.
-    pub(crate) async fn flush(&self) {
-        self.flushing.store(true, Ordering::Release);
-        self.flush.notify_waiters();
-        loop {
-            let done = self.done.notified();
-            if self.pending() == 0 {
+    /// Whether the delayed copies are at their bound: take no more deliveries.
+    #[inline]
+    pub(crate) fn is_full(&self) -> bool {
+        self.full.load(Ordering::Acquire)
+    }
+
+    /// Completes when there may be room again (look at [`Deferred::is_full`] after
+    /// arming it).
+    pub(crate) fn room_owned(&self) -> OwnedNotified {
+        self.room.clone().notified_owned()
+    }
+
+    /// Waits until the copies are below their bound.
+    pub(crate) async fn wait_room(&self) {
+        while self.is_full() {
+            let room = self.room.notified();
+            if !self.is_full() {
                 return;
             }
-            done.await;
+            room.await;
         }
     }
+
+    /// Runs every waiting task now and waits until they are done; copies that still
+    /// cannot be published after `grace` are given up (and logged).
+    pub(crate) async fn flush(&self, grace: Duration) {
+        self.flushing.store(true, Ordering::Release);
+        self.flush.notify_waiters();
+        let all_done = async {
+            loop {
+                let done = self.done.notified();
+                if self.pending() == 0 {
+                    return;
+                }
+                done.await;
+            }
+        };
+        tokio::pin!(all_done);
+        if tokio::time::timeout(grace, &mut all_done).await.is_err() {
+            self.giving_up.store(true, Ordering::Release);
+            self.gave_up.notify_waiters();
+            all_done.await;
+        }
+    }
+}
+
+/// What a waiting copy weighs against the bound: its payload and headers.
+fn size_of(message: &Message) -> usize {
+    message.payload.len()
+        + message
+            .headers
+            .iter()
+            .map(|(name, value)| name.as_str().len() + value.as_bytes().len())
+            .sum::<usize>()
+}
+
+fn message_id(message: &Message) -> String {
+    message
+        .headers
+        .get_str(MESSAGE_ID)
+        .unwrap_or("-")
+        .to_owned()
 }

@@ -11,6 +11,7 @@ use ruststream_core::{
 };
 
 use super::Runtime;
+use super::deferred::DelayedCopy;
 use crate::settled::SettleError;
 
 /// How long a delivery that could not be settled as planned (its copy was not published,
@@ -83,13 +84,16 @@ pub(super) fn execute(
             }
             return Ok(settle_now(delivery, original, settles, &runtime)?.await?);
         };
+        let subscription = delivery.address().clone();
         settle_now(delivery, original, settles, &runtime)?.await?;
-        let publish = runtime.publish.clone();
-        runtime.deferred.schedule(delay, move || async move {
-            if let Err(error) = publish.publish(to, message).await {
-                tracing::error!(%error, "delayed retry copy lost");
-            }
-        });
+        let copy = DelayedCopy {
+            subscription,
+            to,
+            message,
+        };
+        runtime
+            .deferred
+            .schedule_copy(delay, copy, runtime.publish.clone());
         Ok(())
     }))
 }

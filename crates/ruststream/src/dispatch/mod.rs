@@ -17,6 +17,7 @@ use crate::mount::Concurrency;
 use crate::settled::Settled;
 
 pub(crate) use deferred::Deferred;
+pub use deferred::DelayedLimit;
 pub(crate) use sequential::TRAILING;
 pub(crate) use shutdown::Shutdown;
 pub(crate) use worker::{Process, Worker};
@@ -53,6 +54,7 @@ pub(crate) fn loops<W: Process>(
                     let deliveries = deliveries.clone();
                     Box::pin(async move {
                         loop {
+                            room(worker.runtime()).await;
                             let item = {
                                 let mut stream = deliveries.lock().await;
                                 worker.runtime().shutdown.next(&mut stream).await
@@ -80,6 +82,7 @@ pub(crate) fn loops<W: Process>(
                 let worker = worker.clone();
                 loops.push(Box::pin(async move {
                     while let Some(delivery) = rx.recv().await {
+                        room(worker.runtime()).await;
                         if !worker.handle(delivery).await {
                             break;
                         }
@@ -88,7 +91,10 @@ pub(crate) fn loops<W: Process>(
             }
             loops.push(Box::pin(async move {
                 let shutdown = &worker.runtime().shutdown;
-                while let Some(item) = shutdown.next(&mut deliveries).await {
+                while let Some(item) = {
+                    room(worker.runtime()).await;
+                    shutdown.next(&mut deliveries).await
+                } {
                     let delivery = match item {
                         Ok(delivery) => delivery,
                         Err(error) => {
@@ -103,6 +109,17 @@ pub(crate) fn loops<W: Process>(
                 }
             }));
             loops
+        }
+    }
+}
+
+/// Waits while the delayed copies are at their bound (see [`Deferred`]), or until the
+/// service stops.
+async fn room(runtime: &Runtime) {
+    if runtime.deferred.is_full() {
+        tokio::select! {
+            () = runtime.deferred.wait_room() => {}
+            () = runtime.shutdown.wait() => {}
         }
     }
 }

@@ -45,6 +45,10 @@ pin_project_lite::pin_project! {
         // Armed once the stream has nothing ready: wakes the loop when the service stops.
         #[pin]
         stop: Option<OwnedNotified>,
+        // Armed while the delayed copies are at their bound: wakes the loop when a copy
+        // has gone out.
+        #[pin]
+        room: Option<OwnedNotified>,
         // The delivery whose handler runs, and the handler's future.
         delivery: Option<Delivery>,
         #[pin]
@@ -131,6 +135,7 @@ impl<H: Handler<M>, M: 'static> Sequential<H, M> {
             worker,
             deliveries,
             stop: None,
+            room: None,
             delivery: None,
             running: None,
             after_handler: AfterHandler::default(),
@@ -193,6 +198,38 @@ impl<H: Handler<M>, M: 'static> Future for Sequential<H, M> {
                 *this.budget = BUDGET;
                 cx.waker().wake_by_ref();
                 return Poll::Pending;
+            }
+            let deferred = &worker.runtime().deferred;
+            if deferred.is_full() {
+                // No more deliveries until a delayed copy is out, or the service stops.
+                if this.room.is_none() {
+                    this.room.set(Some(deferred.room_owned()));
+                }
+                if this.stop.is_none() {
+                    this.stop.set(Some(shutdown.notified_owned()));
+                }
+                if deferred.is_full() {
+                    let room = this
+                        .room
+                        .as_mut()
+                        .as_pin_mut()
+                        .is_some_and(|room| room.poll(cx).is_ready());
+                    if !room {
+                        let stopped = shutdown.is_triggered()
+                            || this
+                                .stop
+                                .as_mut()
+                                .as_pin_mut()
+                                .is_some_and(|stop| stop.poll(cx).is_ready());
+                        if stopped {
+                            *this.ending = true;
+                            return end(next);
+                        }
+                        return Poll::Pending;
+                    }
+                }
+                this.room.set(None);
+                continue;
             }
             match this.deliveries.as_mut().poll_next(cx) {
                 Poll::Ready(Some(Ok(delivery))) => {

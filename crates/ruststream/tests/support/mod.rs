@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -225,6 +225,7 @@ pub struct Faulty {
     refuse_settlement: Option<Rule>,
     defect: Option<Rule>,
     refuse_publish_to: Vec<Address>,
+    outage: Arc<AtomicBool>,
     slow_settlement: Option<Duration>,
 }
 
@@ -236,8 +237,15 @@ impl Faulty {
             refuse_settlement: None,
             defect: None,
             refuse_publish_to: Vec::new(),
+            outage: Arc::new(AtomicBool::new(false)),
             slow_settlement: None,
         }
+    }
+
+    /// A switch that, while on, makes every publish fail as not connected (a broker
+    /// outage, as publishers see it).
+    pub fn outage(&self) -> Arc<AtomicBool> {
+        self.outage.clone()
     }
 
     /// Settles only `after` the settlement was asked for, and only once its future is
@@ -311,6 +319,18 @@ impl Acker for FaultyAcker {
             },
         }
     }
+
+    /// Hands the memory broker's delivery back at once, as the contract asks.
+    fn abandon(&self, tag: Tag, _message: Message) {
+        if let Tag::Seq(n) = tag {
+            let held = self
+                .held
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&n);
+            std::mem::drop(held);
+        }
+    }
 }
 
 impl Broker for Faulty {
@@ -368,6 +388,7 @@ impl Broker for Faulty {
         Arc::new(FaultyPublish {
             inner: self.inner.publisher(),
             refuse: self.refuse_publish_to.clone(),
+            outage: self.outage.clone(),
         })
     }
 
@@ -379,10 +400,20 @@ impl Broker for Faulty {
 struct FaultyPublish {
     inner: Arc<dyn Publish>,
     refuse: Vec<Address>,
+    outage: Arc<AtomicBool>,
 }
 
 impl Publish for FaultyPublish {
     fn publish(&self, to: Address, message: Message) -> BoxFuture<'_, Result<(), PublishError>> {
+        if self.outage.load(Ordering::Acquire) {
+            return Box::pin(async move {
+                Err(PublishError {
+                    address: to.to_string(),
+                    kind: PublishErrorKind::Disconnected,
+                    message,
+                })
+            });
+        }
         if self.refuse.contains(&to) {
             return Box::pin(async move {
                 Err(PublishError {
