@@ -46,8 +46,8 @@ mod settled;
 pub mod testing;
 
 pub use app::{App, RunError, Running};
-pub use dispatch::DelayedLimit;
 pub use codec::{Codec, CodecError};
+pub use dispatch::DelayedLimit;
 pub use extract::{AppContext, Attempt, Context, ExtractError, FromDelivery, Raw, State};
 pub use handler::{Extractors, Handler, OutcomeFuture, WithPayload};
 pub use mount::{Concurrency, Mount};

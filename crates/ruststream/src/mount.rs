@@ -3,6 +3,7 @@
 use std::fmt;
 use std::num::NonZeroU32;
 use std::sync::Arc;
+use std::time::Duration;
 
 use ruststream_core::{Address, Declaration, Delivery, Options};
 
@@ -70,6 +71,8 @@ pub struct Mount {
     pub(crate) concurrency: Concurrency,
     pub(crate) on_decode_error: Policy,
     pub(crate) on_panic: Policy,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) on_timeout: Policy,
     pub(crate) reply_to: Option<Address>,
     pub(crate) options: Options,
 }
@@ -84,6 +87,8 @@ impl Mount {
             concurrency: Concurrency::Sequential,
             on_decode_error: Policy::DECODE_DEFAULT,
             on_panic: Policy::PANIC_DEFAULT,
+            timeout: None,
+            on_timeout: Policy::TIMEOUT_DEFAULT,
             reply_to: None,
             options: Options::default(),
         }
@@ -167,6 +172,22 @@ impl Mount {
     /// The policy for handlers that panic (default: [`Policy::FailFast`]).
     pub fn on_panic(mut self, policy: Policy) -> Self {
         self.on_panic = policy;
+        self
+    }
+
+    /// Cancels a handler that runs longer than `limit` (default: no limit) and settles its
+    /// delivery with the timeout policy ([`Mount::on_timeout`]), so a hung handler cannot
+    /// stall the mount forever. The handler's future is dropped at the limit: what it had
+    /// not done by then is not done.
+    pub fn timeout(mut self, limit: Duration) -> Self {
+        self.timeout = Some(limit);
+        self
+    }
+
+    /// The policy for handlers cancelled by the [`timeout`](Mount::timeout) (default:
+    /// [`Policy::Retry`], through the cap).
+    pub fn on_timeout(mut self, policy: Policy) -> Self {
+        self.on_timeout = policy;
         self
     }
 

@@ -30,6 +30,8 @@ impl Policy {
     pub const DECODE_DEFAULT: Self = Self::Drop;
     /// The default for handlers that panic.
     pub const PANIC_DEFAULT: Self = Self::FailFast;
+    /// The default for handlers cancelled by a mount's timeout: retried, through the cap.
+    pub const TIMEOUT_DEFAULT: Self = Self::Retry;
 
     /// The outcome this policy settles with; `None` for [`Policy::FailFast`].
     pub fn outcome(self) -> Option<Outcome> {

@@ -12,6 +12,9 @@ pub enum Cause {
     Decode(String),
     /// The panic policy: the handler panicked.
     Panic(String),
+    /// The timeout policy: the handler ran longer than the mount's
+    /// [`timeout`](crate::Mount::timeout) and was cancelled.
+    Timeout(std::time::Duration),
 }
 
 /// A settlement that did not go through.

@@ -122,7 +122,10 @@ async fn a_stop_gives_up_a_copy_only_after_the_grace_period() {
     let started = tokio::time::Instant::now();
     app.stop().await.expect("clean stop");
     let took = started.elapsed();
-    assert!(took >= Duration::from_secs(2), "tried through the grace period: {took:?}");
+    assert!(
+        took >= Duration::from_secs(2),
+        "tried through the grace period: {took:?}"
+    );
     assert!(took < Duration::from_secs(60), "then gave up: {took:?}");
     assert!(broker.messages("q").is_empty());
 }
@@ -139,5 +142,9 @@ async fn a_stop_publishes_waiting_copies_early() {
     wait_until("the first attempt", || calls.len() == 1).await;
     let broker = app.broker().clone();
     app.stop().await.expect("clean stop");
-    assert_eq!(broker.messages("q").len(), 1, "the copy went out on the stop");
+    assert_eq!(
+        broker.messages("q").len(),
+        1,
+        "the copy went out on the stop"
+    );
 }

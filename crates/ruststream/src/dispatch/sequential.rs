@@ -53,6 +53,10 @@ pin_project_lite::pin_project! {
         delivery: Option<Delivery>,
         #[pin]
         running: Option<H::Future>,
+        // The handler's time limit, armed once it waits on something (and only where
+        // the mount has one).
+        #[pin]
+        deadline: Option<tokio::time::Sleep>,
         // What follows the handler.
         after_handler: AfterHandler,
         // Deliveries left before the loop yields to the other tasks of its thread.
@@ -138,6 +142,7 @@ impl<H: Handler<M>, M: 'static> Sequential<H, M> {
             room: None,
             delivery: None,
             running: None,
+            deadline: None,
             after_handler: AfterHandler::default(),
             budget: BUDGET,
             ending: false,
@@ -179,7 +184,26 @@ impl<H: Handler<M>, M: 'static> Future for Sequential<H, M> {
                 uncount(worker, &mut next.counted);
             }
             if this.running.is_some() {
-                let decided = ready!(run(this.running.as_mut(), worker, cx));
+                let decided = match run(this.running.as_mut(), worker, cx) {
+                    Poll::Ready(decided) => {
+                        this.deadline.set(None);
+                        decided
+                    }
+                    Poll::Pending => {
+                        let expired = this
+                            .deadline
+                            .as_mut()
+                            .as_pin_mut()
+                            .is_some_and(|deadline| deadline.poll(cx).is_ready());
+                        if !expired {
+                            return Poll::Pending;
+                        }
+                        // Cancelled: the handler's future is dropped here.
+                        this.running.set(None);
+                        this.deadline.set(None);
+                        worker.timed_out(worker.timeout().unwrap_or_default())
+                    }
+                };
                 if let Some(delivery) = this.delivery.take()
                     && !settle(worker, this.worker, delivery, decided, next, cx)
                 {
@@ -244,6 +268,9 @@ impl<H: Handler<M>, M: 'static> Future for Sequential<H, M> {
                                 Poll::Pending => {
                                     // It waits on something: the delivery waits with it.
                                     *this.delivery = Some(delivery);
+                                    if let Some(limit) = worker.timeout() {
+                                        arm(this.deadline.as_mut(), limit, cx);
+                                    }
                                     return Poll::Pending;
                                 }
                             }
@@ -299,6 +326,21 @@ fn run<H: Handler<M>, M: 'static>(
     };
     running.set(None);
     Poll::Ready(decided)
+}
+
+/// Starts the handler's time limit; a limit already over wakes the loop at once.
+#[cold]
+fn arm(
+    mut deadline: Pin<&mut Option<tokio::time::Sleep>>,
+    limit: std::time::Duration,
+    cx: &mut Context<'_>,
+) {
+    deadline.set(Some(tokio::time::sleep(limit)));
+    if let Some(sleep) = deadline.as_pin_mut()
+        && sleep.poll(cx).is_ready()
+    {
+        cx.waker().wake_by_ref();
+    }
 }
 
 /// Polls the settlements under way behind the loop, and lets go of those that are over.

@@ -111,6 +111,12 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
                         format!("payload on {} did not decode: {e}", self.mount.address)
                     }
                     Cause::Panic(e) => format!("handler on {} panicked: {e}", self.mount.address),
+                    Cause::Timeout(limit) => {
+                        format!(
+                            "handler on {} ran longer than {limit:?}",
+                            self.mount.address
+                        )
+                    }
                     Cause::Handler => format!("handler on {} failed", self.mount.address),
                 };
                 tracing::error!(%reason, "fail_fast: stopping the service; the delivery stays unsettled");
@@ -154,12 +160,22 @@ impl<H: Handler<M>, M: 'static> Process for Worker<H, M> {
     async fn handle(&self, delivery: Delivery) -> bool {
         let _in_flight = InFlight::enter(&self.runtime.in_flight);
         let decided = match self.start(&delivery) {
-            Ok(future) => match AssertUnwindSafe(future).catch_unwind().await {
-                Ok(outcome) => Some((outcome, Cause::Handler)),
-                Err(panic) => {
-                    self.policy(self.mount.on_panic, Cause::Panic(panic_message(&*panic)))
+            Ok(future) => {
+                let running = AssertUnwindSafe(future).catch_unwind();
+                let finished = match self.mount.timeout {
+                    None => Ok(running.await),
+                    Some(limit) => tokio::time::timeout(limit, running)
+                        .await
+                        .map_err(|_| limit),
+                };
+                match finished {
+                    Ok(Ok(outcome)) => Some((outcome, Cause::Handler)),
+                    Ok(Err(panic)) => {
+                        self.policy(self.mount.on_panic, Cause::Panic(panic_message(&*panic)))
+                    }
+                    Err(limit) => self.timed_out(limit),
                 }
-            },
+            }
             Err(decided) => decided,
         };
         let Some((outcome, cause)) = decided else {
@@ -212,6 +228,18 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
 
     pub(super) fn capabilities(&self) -> Capabilities {
         self.capabilities
+    }
+
+    /// The mount's handler time limit, if it has one.
+    #[inline(always)]
+    pub(super) fn timeout(&self) -> Option<std::time::Duration> {
+        self.mount.timeout
+    }
+
+    /// The timeout policy's decision for a handler cancelled after `limit`.
+    #[cold]
+    pub(super) fn timed_out(&self, limit: std::time::Duration) -> Option<(Outcome, Cause)> {
+        self.policy(self.mount.on_timeout, Cause::Timeout(limit))
     }
 
     /// The panic policy's decision for a handler that panicked with `message`.
