@@ -74,6 +74,7 @@ pub struct Mount {
     pub(crate) timeout: Option<Duration>,
     pub(crate) on_timeout: Policy,
     pub(crate) reply_to: Option<Address>,
+    pub(crate) allow_reply_to: Option<crate::reply::ReplyFilter>,
     pub(crate) options: Options,
 }
 
@@ -90,6 +91,7 @@ impl Mount {
             timeout: None,
             on_timeout: Policy::TIMEOUT_DEFAULT,
             reply_to: None,
+            allow_reply_to: None,
             options: Options::default(),
         }
     }
@@ -195,6 +197,24 @@ impl Mount {
     /// `reply-to` header.
     pub fn reply_to(mut self, address: impl Into<Address>) -> Self {
         self.reply_to = Some(address.into());
+        self
+    }
+
+    /// Answers only requests whose `reply-to` header `filter` allows (default: any).
+    ///
+    /// `reply-to` comes from whoever published the request: without a filter, any
+    /// producer can make the service publish its replies to any address. A request whose
+    /// `reply-to` is refused gets no reply (logged at warn) and is settled as the handler
+    /// said. The mount's own [`reply_to`](Mount::reply_to) is always allowed.
+    ///
+    /// ```
+    /// use ruststream::Mount;
+    ///
+    /// let mount = Mount::new("prices").allow_reply_to(|to| to.starts_with("replies."));
+    /// # let _ = mount;
+    /// ```
+    pub fn allow_reply_to(mut self, filter: impl Fn(&str) -> bool + Send + Sync + 'static) -> Self {
+        self.allow_reply_to = Some(crate::reply::ReplyFilter(Arc::new(filter)));
         self
     }
 

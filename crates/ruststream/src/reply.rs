@@ -1,6 +1,7 @@
 //! Replies: a handler's answer, published where the request or the mount says.
 
 use std::fmt;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use ruststream_core::{
@@ -66,23 +67,54 @@ impl fmt::Debug for PendingReply {
     }
 }
 
+/// Which `reply-to` addresses a mount answers (see
+/// [`Mount::allow_reply_to`](crate::Mount::allow_reply_to)).
+#[derive(Clone)]
+pub(crate) struct ReplyFilter(pub(crate) Arc<dyn Fn(&str) -> bool + Send + Sync>);
+
+impl fmt::Debug for ReplyFilter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ReplyFilter")
+    }
+}
+
+/// A reply that was not published: the request is settled as a retry.
+pub(crate) struct NotPublished;
+
 impl PendingReply {
-    pub(crate) async fn send(self, request: &Delivery, mount: &Mount, app: &AppContext) {
+    /// Publishes the reply. A reply that cannot be sent at all (no address, an address
+    /// the mount does not answer, a value that does not encode) is logged and given up;
+    /// one the broker did not take is `Err`, and the request is retried.
+    pub(crate) async fn send(
+        self,
+        request: &Delivery,
+        mount: &Mount,
+        app: &AppContext,
+    ) -> Result<(), NotPublished> {
+        let message_id = || request.headers().get_str(MESSAGE_ID).unwrap_or("-");
         let to = match request.headers().get_str(REPLY_TO) {
-            Some(to) => Address::new(to),
+            Some(to) => {
+                if let Some(filter) = &mount.allow_reply_to
+                    && !(filter.0)(to)
+                {
+                    tracing::warn!(address = %mount.address, message_id = message_id(), reply_to = to, "reply-to not allowed by the mount: no reply sent");
+                    return Ok(());
+                }
+                Address::new(to)
+            }
             None => match &mount.reply_to {
                 Some(to) => to.clone(),
                 None => {
-                    tracing::warn!(address = %mount.address, "reply without reply-to: not sent");
-                    return;
+                    tracing::warn!(address = %mount.address, message_id = message_id(), "reply without reply-to: not sent");
+                    return Ok(());
                 }
             },
         };
         let payload = match (self.0)(mount.codec) {
             Ok(payload) => payload,
             Err(error) => {
-                tracing::error!(%error, "reply did not encode: not sent");
-                return;
+                tracing::error!(address = %mount.address, message_id = message_id(), %error, "reply did not encode: not sent");
+                return Ok(());
             }
         };
         let mut headers = Headers::new();
@@ -97,12 +129,16 @@ impl PendingReply {
         if let Some(id) = correlation {
             headers.insert(CORRELATION_ID, id.clone());
         }
-        if let Err(error) = app
+        match app
             .publisher()
             .publish_message(to, Message { payload, headers })
             .await
         {
-            tracing::error!(%error, "reply not published");
+            Ok(()) => Ok(()),
+            Err(error) => {
+                tracing::warn!(address = %mount.address, message_id = message_id(), %error, "reply not published: the request is retried");
+                Err(NotPublished)
+            }
         }
     }
 }

@@ -414,3 +414,65 @@ async fn another_brokers_option_is_refused_at_start() {
         "nothing subscribed"
     );
 }
+
+/// A reply the broker does not take: the request is retried (through the cap) rather than
+/// acknowledged without its answer.
+#[tokio::test(start_paused = true)]
+async fn a_reply_that_cannot_be_published_retries_the_request() {
+    let app = TestApp::try_start(
+        MemoryBroker::with_capabilities(ruststream_core::Capabilities::SETTLES),
+        |b| {
+            App::new(support::Faulty::new(b).refuse_publish_to("client.inbox"))
+                .mount(Mount::new("prices").max_attempts(2), price)
+        },
+    )
+    .await
+    .expect("starts");
+    app.publisher()
+        .message("prices", &tea())
+        .reply_to("client.inbox")
+        .send()
+        .await
+        .expect("published");
+    support::wait_until("two settlements", || app.settlements().len() == 2).await;
+    let records = app.settlements();
+    assert_eq!(
+        records
+            .iter()
+            .map(|r| (r.attempt, r.verdict))
+            .collect::<Vec<_>>(),
+        [(1, Verdict::Retry), (2, Verdict::Retry)],
+        "retried, then rejected at the cap"
+    );
+    app.stop().await.expect("clean stop");
+}
+
+/// `allow_reply_to`: a request whose reply-to the mount does not answer gets no reply and
+/// is settled as the handler said; an allowed one gets its reply.
+#[tokio::test(start_paused = true)]
+async fn replies_go_only_where_the_mount_allows() {
+    let app = TestApp::start(|b| {
+        App::new(b).mount(
+            Mount::new("prices").allow_reply_to(|to| to.starts_with("replies.")),
+            price,
+        )
+    })
+    .await;
+    for to in ["internal.commands", "replies.alice"] {
+        app.publisher()
+            .message("prices", &tea())
+            .reply_to(to)
+            .send()
+            .await
+            .expect("published");
+    }
+    settle(&app).await;
+    assert!(app.messages("internal.commands").is_empty(), "not answered");
+    assert_eq!(app.messages("replies.alice").len(), 1);
+    assert!(
+        app.settlements().iter().all(|r| r.verdict == Verdict::Ack),
+        "{:?}",
+        app.settlements()
+    );
+    app.stop().await.expect("clean stop");
+}

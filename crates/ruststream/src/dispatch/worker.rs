@@ -258,8 +258,17 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
         facts: Facts,
         plan: Plan,
     ) {
-        if let Some(reply) = outcome.reply {
-            reply.send(&delivery, &self.mount, &self.runtime.app).await;
+        let (mut outcome, mut plan) = (outcome, plan);
+        if let Some(reply) = outcome.reply.take()
+            && reply
+                .send(&delivery, &self.mount, &self.runtime.app)
+                .await
+                .is_err()
+        {
+            // The answer the handler owes did not go out: the request is retried
+            // (through the cap) rather than settled without it.
+            outcome.verdict = ruststream_core::Verdict::Retry;
+            plan = self.plan(&delivery, facts, &outcome);
         }
         let watched = outcome.after.is_some() || !self.runtime.after_settle.is_empty();
         let address = watched.then(|| delivery.address().clone());
