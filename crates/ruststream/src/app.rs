@@ -218,7 +218,24 @@ impl App {
         }
         let mut tasks = JoinSet::new();
         for (mount, endpoint, subscription) in subscriptions {
-            tracing::info!(address = %mount.address, broker = self.broker.name(), "mounted");
+            let caps = subscription.capabilities;
+            let decl = &mount.declaration;
+            tracing::info!(
+                address = %mount.address,
+                broker = self.broker.name(),
+                settles = caps.settles,
+                requeues = caps.requeues,
+                counts = caps.counts,
+                delays = caps.delays,
+                max_delay = ?caps.max_delay,
+                dead_letters_itself = caps.dead_letters,
+                max_attempts = decl.max_attempts.map(|n| n.get()),
+                dead_letter = decl.dead_letter.as_ref().map(|a| a.as_str()),
+                retry_to = decl.retry_to.as_ref().map(|a| a.as_str()),
+                concurrency = ?mount.concurrency,
+                timeout = ?mount.timeout,
+                "mounted"
+            );
             for handling in endpoint.serve(mount, subscription, runtime.clone()) {
                 tasks.spawn(handling);
             }
@@ -273,6 +290,11 @@ impl Running {
     /// the broker. What did not finish in time stays unsettled.
     pub async fn stop(mut self) -> Result<(), RunError> {
         self.runtime.shutdown.trigger();
+        tracing::info!(
+            in_flight = self.in_flight(),
+            grace = ?self.grace,
+            "stopping: taking no more deliveries, letting in-flight handlers finish"
+        );
         let drained = tokio::time::timeout(self.grace, async {
             while self.tasks.join_next().await.is_some() {}
         })
@@ -285,11 +307,20 @@ impl Running {
             self.tasks.abort_all();
             while self.tasks.join_next().await.is_some() {}
         }
+        let deferred = self.runtime.deferred.pending();
+        if deferred > 0 {
+            tracing::info!(
+                deferred,
+                "stopping: publishing waiting retry copies early, settling held deliveries"
+            );
+        }
         self.runtime.deferred.flush(self.grace).await;
         for hook in self.on_stop {
             hook();
         }
+        tracing::info!(broker = self.broker.name(), "stopping: closing the broker");
         self.broker.close().await;
+        tracing::info!("stopped");
         match self.runtime.shutdown.failure() {
             Some(reason) => Err(RunError::FailFast(reason)),
             None => Ok(()),

@@ -421,7 +421,7 @@ fn settle<H: Handler<M>, M: 'static>(
         return false;
     };
     let facts = Facts::of(&delivery, &worker.capabilities());
-    let plan = worker.plan(&delivery, facts, &outcome);
+    let plan = worker.plan(&delivery, facts, &outcome, &cause);
     if let Some(settlement) = bare(&outcome, &plan) {
         // The common case: a bare settlement, with nothing to publish, and at most the
         // hooks to tell once it is over.

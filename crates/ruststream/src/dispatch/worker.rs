@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures_util::FutureExt;
 use ruststream_core::{
-    BoxFuture, Capabilities, ConsumeError, Delivery, DeliveryStream, Facts, Original, Plan,
-    Settlement, decide,
+    BoxFuture, Capabilities, ConsumeError, Delivery, DeliveryStream, Facts, MESSAGE_ID, Original,
+    Plan, Settlement, Verdict, decide,
 };
 
 use super::Runtime;
@@ -102,7 +102,7 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
     fn policy(&self, policy: Policy, cause: Cause) -> Option<(Outcome, Cause)> {
         match policy.outcome() {
             Some(outcome) => {
-                tracing::warn!(address = %self.mount.address, ?cause, ?policy, "failure policy applied");
+                tracing::debug!(address = %self.mount.address, ?cause, ?policy, "failure policy applied");
                 Some((outcome, cause))
             }
             None => {
@@ -183,7 +183,7 @@ impl<H: Handler<M>, M: 'static> Process for Worker<H, M> {
             return false;
         };
         let facts = Facts::of(&delivery, &self.capabilities);
-        let plan = self.plan(&delivery, facts, &outcome);
+        let plan = self.plan(&delivery, facts, &outcome, &cause);
         if let Some(settlement) = bare(&outcome, &plan)
             && self.runtime.after_settle.is_empty()
         {
@@ -203,6 +203,17 @@ impl<H: Handler<M>, M: 'static> Process for Worker<H, M> {
     }
 }
 
+/// Whether `plan` ends the retries of a delivery its handler asked to retry: a dead
+/// letter, or a rejection at the cap.
+#[inline(always)]
+fn spent(verdict: Verdict, plan: &Plan) -> bool {
+    matches!(verdict, Verdict::Retry | Verdict::RetryAfter(_))
+        && match &plan.copy {
+            Some(copy) => copy.retry_count.is_none(),
+            None => plan.original == Original::Settle(Settlement::Reject),
+        }
+}
+
 /// The settlement of a plan that is nothing more (no copy) for an outcome that asks for
 /// nothing more (no reply, no `and_after`): the common case, settled and done.
 #[inline(always)]
@@ -215,15 +226,73 @@ pub(super) fn bare(outcome: &Outcome, plan: &Plan) -> Option<Settlement> {
 
 impl<H: Handler<M>, M: 'static> Worker<H, M> {
     /// What the decision decides for `delivery` (of which it read `facts`) and `outcome`.
+    ///
+    /// Logs it: at debug for every delivery; at warn where a failure policy decided (a
+    /// payload that did not decode, a panic, a timeout) or a retry was spent (dead
+    /// lettered, or rejected at the cap).
     #[inline(always)]
-    pub(super) fn plan(&self, delivery: &Delivery, facts: Facts, outcome: &Outcome) -> Plan {
-        decide(
+    pub(super) fn plan(
+        &self,
+        delivery: &Delivery,
+        facts: Facts,
+        outcome: &Outcome,
+        cause: &Cause,
+    ) -> Plan {
+        let plan = decide(
             outcome.verdict,
             facts,
             self.capabilities,
             &self.mount.declaration,
             delivery.address(),
-        )
+        );
+        if !matches!(cause, Cause::Handler) || spent(outcome.verdict, &plan) {
+            self.log_failure(delivery, facts, outcome.verdict, cause, &plan);
+        }
+        tracing::debug!(
+            address = %self.mount.address,
+            message_id = delivery.headers().get_str(MESSAGE_ID),
+            attempt = facts.attempt,
+            verdict = ?outcome.verdict,
+            plan = ?plan,
+            "handled"
+        );
+        plan
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn log_failure(
+        &self,
+        delivery: &Delivery,
+        facts: Facts,
+        verdict: Verdict,
+        cause: &Cause,
+        plan: &Plan,
+    ) {
+        let message_id = delivery.headers().get_str(MESSAGE_ID);
+        let dead_letter = plan
+            .copy
+            .as_ref()
+            .filter(|copy| copy.retry_count.is_none())
+            .map(|copy| copy.to.as_str());
+        let what = match (cause, dead_letter, spent(verdict, plan)) {
+            (_, Some(_), _) => "dead-lettered",
+            (_, None, true) => "rejected at the attempt cap",
+            (Cause::Decode(_), ..) => "payload did not decode",
+            (Cause::Panic(_), ..) => "handler panicked",
+            (Cause::Timeout(_), ..) => "handler timed out",
+            _ => "handler failed",
+        };
+        tracing::warn!(
+            address = %self.mount.address,
+            message_id,
+            attempt = facts.attempt,
+            ?verdict,
+            ?cause,
+            dead_letter,
+            ?plan,
+            "{what}"
+        );
     }
 
     pub(super) fn capabilities(&self) -> Capabilities {
@@ -268,7 +337,7 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
             // The answer the handler owes did not go out: the request is retried
             // (through the cap) rather than settled without it.
             outcome.verdict = ruststream_core::Verdict::Retry;
-            plan = self.plan(&delivery, facts, &outcome);
+            plan = self.plan(&delivery, facts, &outcome, &cause);
         }
         let watched = outcome.after.is_some() || !self.runtime.after_settle.is_empty();
         let address = watched.then(|| delivery.address().clone());

@@ -1,0 +1,153 @@
+//! What the framework logs: a start-up summary of each mount, a line per delivery at
+//! debug, failures and dead letters at warn with the subscription, the message id and
+//! the attempt, and the stop's progress at info.
+
+mod support;
+
+use std::io::Write;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use ruststream::memory::MemoryBroker;
+use ruststream::{App, Mount, Policy, retry};
+use ruststream_core::Capabilities;
+use tracing_subscriber::fmt::MakeWriter;
+
+/// Collects what the subscriber writes.
+#[derive(Clone, Default)]
+struct Lines(Arc<Mutex<Vec<u8>>>);
+
+impl Lines {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap_or_else(PoisonError::into_inner)).into_owned()
+    }
+
+    fn line_with(&self, what: &str) -> String {
+        let text = self.text();
+        text.lines()
+            .find(|l| l.contains(what))
+            .unwrap_or_else(|| panic!("no line with {what:?} in:\n{text}"))
+            .to_owned()
+    }
+}
+
+impl Write for Lines {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> MakeWriter<'a> for Lines {
+    type Writer = Lines;
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+fn subscriber(lines: &Lines, level: tracing::Level) -> impl tracing::Subscriber + Send + Sync {
+    tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_ansi(false)
+        .with_writer(lines.clone())
+        .finish()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_service_says_what_it_does() {
+    let lines = Lines::default();
+    let _guard = tracing::subscriber::set_default(subscriber(&lines, tracing::Level::DEBUG));
+    let broker = MemoryBroker::with_capabilities(Capabilities::SETTLES);
+    let app = App::new(broker.clone())
+        .mount(
+            Mount::new("orders")
+                .max_attempts(2)
+                .dead_letter("orders.dead")
+                .on_decode_error(Policy::Drop),
+            |_: u32| async { retry() },
+        )
+        .start()
+        .await
+        .expect("starts");
+    let publisher = app.publisher();
+    publisher
+        .message("orders", &7)
+        .message_id("m-7")
+        .send()
+        .await
+        .expect("published");
+    publisher
+        .message("orders", "not a number")
+        .message_id("m-bad")
+        .send()
+        .await
+        .expect("published");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    app.stop().await.expect("clean stop");
+
+    let mounted = lines.line_with("mounted");
+    for field in [
+        "INFO",
+        "address=orders",
+        "broker=\"memory\"",
+        "max_attempts=2",
+        "dead_letter=\"orders.dead\"",
+        "counts=false",
+    ] {
+        assert!(mounted.contains(field), "{field} in {mounted}");
+    }
+    let handled = lines.line_with("handled");
+    assert!(
+        handled.contains("DEBUG") && handled.contains("message_id=\"m-7\""),
+        "{handled}"
+    );
+    let dead = lines.line_with("dead-lettered");
+    for field in [
+        "WARN",
+        "address=orders",
+        "message_id=\"m-7\"",
+        "attempt=2",
+        "verdict=Retry",
+        "dead_letter=\"orders.dead\"",
+    ] {
+        assert!(dead.contains(field), "{field} in {dead}");
+    }
+    let decode = lines.line_with("payload did not decode");
+    for field in ["WARN", "message_id=\"m-bad\"", "attempt=1", "verdict=Drop"] {
+        assert!(decode.contains(field), "{field} in {decode}");
+    }
+    for step in [
+        "stopping: taking no more deliveries",
+        "stopping: closing the broker",
+        "stopped",
+    ] {
+        assert!(lines.line_with(step).contains("INFO"));
+    }
+}
+
+/// At info, a delivery that goes well writes nothing.
+#[tokio::test(start_paused = true)]
+async fn deliveries_are_quiet_at_info() {
+    let lines = Lines::default();
+    let _guard = tracing::subscriber::set_default(subscriber(&lines, tracing::Level::INFO));
+    let app = App::new(MemoryBroker::new())
+        .mount("q", |_: u32| async {})
+        .start()
+        .await
+        .expect("starts");
+    for n in 0..10 {
+        app.publisher().publish("q", &n).await.expect("published");
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    app.stop().await.expect("clean stop");
+    let text = lines.text();
+    assert!(!text.contains("handled"), "{text}");
+    assert!(!text.contains("WARN"), "{text}");
+}
