@@ -4,9 +4,12 @@
 //! [`Harness`]; [`conformance_tests!`] expands into one test per check of [`checks`].
 //! Each check runs real [`ruststream::App`]s with real handlers on the adapter's broker
 //! and asserts what the handlers saw and what the broker did next, watched through a
-//! second subscription or a later service (never through internal state). Checks that
-//! do not apply to the form's [`Capabilities`](ruststream_core::Capabilities) pass
-//! after saying why they were skipped.
+//! second subscription or a later service (never through internal state). A check, or
+//! a part of one, that does not apply to the form's
+//! [`Capabilities`](ruststream_core::Capabilities) is reported as **not applicable**,
+//! distinct from passed: each check prints `conformance: <harness>: <check>: <result>`,
+//! and appends it to the file named by [`REPORT_ENV`] where that is set (`scripts/test`
+//! counts them).
 //!
 //! ```ignore
 //! // crates/<adapter>/tests/conformance.rs
@@ -39,11 +42,13 @@ mod inbox;
 mod macros;
 mod observed;
 mod recorder;
+mod report;
 mod runner;
 mod service;
 
 pub use harness::Harness;
 pub use inbox::{CHECK_LIMIT, WAIT};
+pub use report::REPORT_ENV;
 /// The runtime the checks run, for harnesses of adapters that do not depend on it.
 pub use ruststream;
 pub use ruststream::Mount;

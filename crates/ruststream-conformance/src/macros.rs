@@ -60,7 +60,8 @@ macro_rules! __conformance_test {
         #[test]
         fn $name() {
             let harness = $harness;
-            $crate::__private::run(stringify!($name), async move {
+            let label = $crate::Harness::name(&harness).to_owned();
+            $crate::__private::run(stringify!($name), &label, async move {
                 $crate::checks::$name(&harness).await;
             });
         }
@@ -71,7 +72,8 @@ macro_rules! __conformance_test {
             #[ignore = $reason]
             fn $name() {
                 let harness = $harness;
-                $crate::__private::run(stringify!($name), async move {
+                let label = $crate::Harness::name(&harness).to_owned();
+                $crate::__private::run(stringify!($name), &label, async move {
                     $crate::checks::$name(&harness).await;
                 });
             }

@@ -10,9 +10,10 @@ use crate::inbox::CHECK_LIMIT;
 /// yields (a broker redelivering at once, forever) is left behind rather than waited for.
 const SHUTDOWN: Duration = Duration::from_secs(5);
 
-/// Runs `check` on a new multi-threaded runtime; fails if it takes over
-/// [`CHECK_LIMIT`].
-pub fn run(name: &str, check: impl Future<Output = ()>) {
+/// Runs `check` (of the harness named `harness`) on a new multi-threaded runtime; fails
+/// if it takes over [`CHECK_LIMIT`]; reports whether it applied to the form.
+pub fn run(name: &str, harness: &str, check: impl Future<Output = ()>) {
+    crate::report::begin();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(4)
         .enable_all()
@@ -32,4 +33,5 @@ pub fn run(name: &str, check: impl Future<Output = ()>) {
     if let Err(panic) = outcome {
         resume_unwind(panic);
     }
+    crate::report::finish(harness, name);
 }

@@ -203,10 +203,9 @@ macro_rules! fails {
         #[should_panic(expected = $expected)]
         fn $test() {
             let harness = broken(Bug::$bug);
-            run(
-                stringify!($test),
-                async move { checks::$check(&harness).await },
-            );
+            run(stringify!($test), "broken memory", async move {
+                checks::$check(&harness).await
+            });
         }
     };
 }

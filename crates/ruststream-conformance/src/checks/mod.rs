@@ -28,11 +28,12 @@ use crate::Harness;
 use crate::inbox::within;
 use crate::service::Service;
 
-/// Whether the form settles; if not, says that `check` is skipped.
+/// Whether the form settles; if not, reports `check` (a check's name: all of it; a
+/// name with a part in parentheses: that part) as not applicable.
 fn settles(h: &impl Harness, check: &str) -> bool {
     let settles = h.capabilities().settles;
     if !settles {
-        eprintln!("{}: {check} skipped: the form does not settle", h.name());
+        crate::report::not_applicable(h.name(), check, "the form does not settle");
     }
     settles
 }
