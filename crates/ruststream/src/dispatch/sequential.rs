@@ -184,7 +184,7 @@ impl<H: Handler<M>, M: 'static> Future for Sequential<H, M> {
                 uncount(worker, &mut next.counted);
             }
             if this.running.is_some() {
-                let decided = match run(this.running.as_mut(), worker, cx) {
+                let decided = match run(this.running.as_mut(), worker, this.delivery.as_ref(), cx) {
                     Poll::Ready(decided) => {
                         this.deadline.set(None);
                         decided
@@ -201,7 +201,8 @@ impl<H: Handler<M>, M: 'static> Future for Sequential<H, M> {
                         // Cancelled: the handler's future is dropped here.
                         this.running.set(None);
                         this.deadline.set(None);
-                        worker.timed_out(worker.timeout().unwrap_or_default())
+                        worker
+                            .timed_out(worker.timeout().unwrap_or_default(), this.delivery.as_ref())
                     }
                 };
                 if let Some(delivery) = this.delivery.take()
@@ -263,7 +264,7 @@ impl<H: Handler<M>, M: 'static> Future for Sequential<H, M> {
                     let decided = match worker.start(&delivery) {
                         Ok(future) => {
                             this.running.set(Some(future));
-                            match run(this.running.as_mut(), worker, cx) {
+                            match run(this.running.as_mut(), worker, Some(&delivery), cx) {
                                 Poll::Ready(decided) => decided,
                                 Poll::Pending => {
                                     // It waits on something: the delivery waits with it.
@@ -314,6 +315,7 @@ impl<H: Handler<M>, M: 'static> Future for Sequential<H, M> {
 fn run<H: Handler<M>, M: 'static>(
     mut running: Pin<&mut Option<H::Future>>,
     worker: &Worker<H, M>,
+    delivery: Option<&Delivery>,
     cx: &mut Context<'_>,
 ) -> Poll<Option<(Outcome, Cause)>> {
     let Some(future) = running.as_mut().as_pin_mut() else {
@@ -322,7 +324,7 @@ fn run<H: Handler<M>, M: 'static>(
     let decided = match std::panic::catch_unwind(AssertUnwindSafe(|| future.poll(cx))) {
         Ok(Poll::Pending) => return Poll::Pending,
         Ok(Poll::Ready(outcome)) => Some((outcome, Cause::Handler)),
-        Err(panic) => worker.panicked(panic_message(&*panic)),
+        Err(panic) => worker.panicked(panic_message(&*panic), delivery),
     };
     running.set(None);
     Poll::Ready(decided)

@@ -67,7 +67,11 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
     #[inline]
     pub(super) fn start(&self, delivery: &Delivery) -> Result<H::Future, Option<(Outcome, Cause)>> {
         if let Some(defect) = delivery.defect() {
-            return Err(self.policy(self.mount.on_decode_error, Cause::Decode(defect.into())));
+            return Err(self.policy(
+                self.mount.on_decode_error,
+                Cause::Decode(defect.into()),
+                Some(delivery),
+            ));
         }
         let cx = Context {
             delivery,
@@ -76,12 +80,16 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
         };
         match std::panic::catch_unwind(AssertUnwindSafe(|| self.handler.call(&cx))) {
             Ok(Ok(future)) => Ok(future),
-            Ok(Err(error)) => {
-                Err(self.policy(self.mount.on_decode_error, Cause::Decode(error.to_string())))
-            }
-            Err(panic) => {
-                Err(self.policy(self.mount.on_panic, Cause::Panic(panic_message(&*panic))))
-            }
+            Ok(Err(error)) => Err(self.policy(
+                self.mount.on_decode_error,
+                Cause::Decode(error.to_string()),
+                Some(delivery),
+            )),
+            Err(panic) => Err(self.policy(
+                self.mount.on_panic,
+                Cause::Panic(panic_message(&*panic)),
+                Some(delivery),
+            )),
         }
     }
 
@@ -99,10 +107,32 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
         after.map(|after| after(&settled))
     }
 
-    fn policy(&self, policy: Policy, cause: Cause) -> Option<(Outcome, Cause)> {
+    /// The failure policy's decision for `cause` (`None`: the service must stop), logged
+    /// at warn with the delivery's message id and attempt.
+    #[cold]
+    fn policy(
+        &self,
+        policy: Policy,
+        cause: Cause,
+        delivery: Option<&Delivery>,
+    ) -> Option<(Outcome, Cause)> {
         match policy.outcome() {
             Some(outcome) => {
-                tracing::debug!(address = %self.mount.address, ?cause, ?policy, "failure policy applied");
+                let what = match &cause {
+                    Cause::Decode(_) => "payload did not decode",
+                    Cause::Panic(_) => "handler panicked",
+                    Cause::Timeout(_) => "handler timed out",
+                    _ => "handler failed",
+                };
+                tracing::warn!(
+                    address = %self.mount.address,
+                    message_id = delivery.and_then(|d| d.headers().get_str(MESSAGE_ID)),
+                    attempt = delivery.map(Delivery::redelivery_count),
+                    ?cause,
+                    ?policy,
+                    verdict = ?outcome.verdict,
+                    "{what}: the failure policy settles it"
+                );
                 Some((outcome, cause))
             }
             None => {
@@ -170,10 +200,8 @@ impl<H: Handler<M>, M: 'static> Process for Worker<H, M> {
                 };
                 match finished {
                     Ok(Ok(outcome)) => Some((outcome, Cause::Handler)),
-                    Ok(Err(panic)) => {
-                        self.policy(self.mount.on_panic, Cause::Panic(panic_message(&*panic)))
-                    }
-                    Err(limit) => self.timed_out(limit),
+                    Ok(Err(panic)) => self.panicked(panic_message(&*panic), Some(&delivery)),
+                    Err(limit) => self.timed_out(limit, Some(&delivery)),
                 }
             }
             Err(decided) => decided,
@@ -238,30 +266,43 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
         outcome: &Outcome,
         cause: &Cause,
     ) -> Plan {
+        // One look on the common path (an ack from the handler, debug off); the rest,
+        // with its logs, out of line.
+        if outcome.verdict == Verdict::Ack && !tracing::level_enabled!(tracing::Level::DEBUG) {
+            return decide(
+                Verdict::Ack,
+                facts,
+                self.capabilities,
+                &self.mount.declaration,
+                delivery.address(),
+            );
+        }
+        self.plan_observed(delivery, facts, outcome.verdict, cause)
+    }
+
+    /// [`Worker::plan`] with its logs.
+    #[cold]
+    #[inline(never)]
+    fn plan_observed(
+        &self,
+        delivery: &Delivery,
+        facts: Facts,
+        verdict: Verdict,
+        cause: &Cause,
+    ) -> Plan {
         let plan = decide(
-            outcome.verdict,
+            verdict,
             facts,
             self.capabilities,
             &self.mount.declaration,
             delivery.address(),
         );
-        if !matches!(cause, Cause::Handler) || spent(outcome.verdict, &plan) {
-            self.log_failure(delivery, facts, outcome.verdict, cause, &plan);
-        }
-        tracing::debug!(
-            address = %self.mount.address,
-            message_id = delivery.headers().get_str(MESSAGE_ID),
-            attempt = facts.attempt,
-            verdict = ?outcome.verdict,
-            plan = ?plan,
-            "handled"
-        );
+        self.observe(delivery, facts, verdict, cause, &plan);
         plan
     }
 
-    #[cold]
-    #[inline(never)]
-    fn log_failure(
+    /// [`Worker::plan`]'s log of a delivery.
+    fn observe(
         &self,
         delivery: &Delivery,
         facts: Facts,
@@ -269,29 +310,44 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
         cause: &Cause,
         plan: &Plan,
     ) {
-        let message_id = delivery.headers().get_str(MESSAGE_ID);
+        if spent(verdict, plan) {
+            self.log_spent(delivery, facts, verdict, cause, plan);
+        }
+        tracing::debug!(
+            address = %self.mount.address,
+            message_id = delivery.headers().get_str(MESSAGE_ID),
+            attempt = facts.attempt,
+            ?verdict,
+            ?plan,
+            "handled"
+        );
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn log_spent(
+        &self,
+        delivery: &Delivery,
+        facts: Facts,
+        verdict: Verdict,
+        cause: &Cause,
+        plan: &Plan,
+    ) {
         let dead_letter = plan
             .copy
             .as_ref()
             .filter(|copy| copy.retry_count.is_none())
             .map(|copy| copy.to.as_str());
-        let what = match (cause, dead_letter, spent(verdict, plan)) {
-            (_, Some(_), _) => "dead-lettered",
-            (_, None, true) => "rejected at the attempt cap",
-            (Cause::Decode(_), ..) => "payload did not decode",
-            (Cause::Panic(_), ..) => "handler panicked",
-            (Cause::Timeout(_), ..) => "handler timed out",
-            _ => "handler failed",
-        };
         tracing::warn!(
             address = %self.mount.address,
-            message_id,
+            message_id = delivery.headers().get_str(MESSAGE_ID),
             attempt = facts.attempt,
             ?verdict,
             ?cause,
             dead_letter,
             ?plan,
-            "{what}"
+            "{}",
+            if dead_letter.is_some() { "dead-lettered" } else { "rejected at the attempt cap" }
         );
     }
 
@@ -307,14 +363,22 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
 
     /// The timeout policy's decision for a handler cancelled after `limit`.
     #[cold]
-    pub(super) fn timed_out(&self, limit: std::time::Duration) -> Option<(Outcome, Cause)> {
-        self.policy(self.mount.on_timeout, Cause::Timeout(limit))
+    pub(super) fn timed_out(
+        &self,
+        limit: std::time::Duration,
+        delivery: Option<&Delivery>,
+    ) -> Option<(Outcome, Cause)> {
+        self.policy(self.mount.on_timeout, Cause::Timeout(limit), delivery)
     }
 
     /// The panic policy's decision for a handler that panicked with `message`.
     #[cold]
-    pub(super) fn panicked(&self, message: String) -> Option<(Outcome, Cause)> {
-        self.policy(self.mount.on_panic, Cause::Panic(message))
+    pub(super) fn panicked(
+        &self,
+        message: String,
+        delivery: Option<&Delivery>,
+    ) -> Option<(Outcome, Cause)> {
+        self.policy(self.mount.on_panic, Cause::Panic(message), delivery)
     }
 
     /// Settles as `plan` says when there is more to it than a settlement: a reply, a
