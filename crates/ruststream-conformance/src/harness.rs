@@ -47,4 +47,12 @@ pub trait Harness: Send + Sync + 'static {
     fn quiet(&self) -> Duration {
         Duration::from_secs(1)
     }
+
+    /// An address a publish to fails at once (AMQP: a queue that does not exist; Redis: a
+    /// key holding another type), used as a dead letter that cannot be published.
+    /// `None` (the default) where the broker takes any address; the checks that need one
+    /// are then not applicable.
+    fn unpublishable_address(&self) -> Option<Address> {
+        None
+    }
 }

@@ -38,6 +38,22 @@ impl<T: Debug> Inbox<T> {
         }
     }
 
+    /// The next report within `limit`, or `None`.
+    pub(crate) async fn try_next(&mut self, limit: Duration) -> Option<T> {
+        tokio::time::timeout(limit, self.rx.recv())
+            .await
+            .ok()
+            .flatten()
+    }
+
+    /// The next report; fails the check after `limit`.
+    pub(crate) async fn next_within(&mut self, limit: Duration) -> T {
+        match self.try_next(limit).await {
+            Some(item) => item,
+            None => panic!("no {} within {limit:?}", self.what),
+        }
+    }
+
     /// Fails the check if a report arrives within `period`.
     pub(crate) async fn nothing_for(&mut self, period: Duration) {
         if let Ok(Some(item)) = tokio::time::timeout(period, self.rx.recv()).await {

@@ -6,6 +6,7 @@
 
 mod capabilities;
 mod failure;
+mod give_back;
 mod publish;
 mod retry;
 mod roundtrip;
@@ -14,8 +15,11 @@ mod shutdown;
 
 pub use capabilities::declared_capabilities;
 pub use failure::{decode_failure_drops, fail_fast_redelivers, panic_skip_acks};
+pub use give_back::failed_copy_gives_back;
 pub use publish::publish_from_handler;
-pub use retry::{retry_after_delays, retry_attempts_then_dead_letter};
+pub use retry::{
+    retry_after_beyond_native_bound, retry_after_delays, retry_attempts_then_dead_letter,
+};
 pub use roundtrip::roundtrip;
 pub use settlement::{ack_removes, drop_not_redelivered};
 pub use shutdown::graceful_stop;

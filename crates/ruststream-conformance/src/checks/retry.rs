@@ -103,3 +103,51 @@ pub async fn retry_after_delays(h: &impl Harness) {
     attempts.nothing_for(h.quiet()).await;
     service.stop_ok().await;
 }
+
+/// A `retry_after` longer than the longest delay the form's own delayed redelivery
+/// honours ([`Capabilities::max_delay`](ruststream_core::Capabilities::max_delay)) is
+/// still honoured: the delivery comes back no sooner than asked (the runtime's copy, not
+/// the form's shorter mechanism), as attempt 2.
+pub async fn retry_after_beyond_native_bound(h: &impl Harness) {
+    const CHECK: &str = "retry_after_beyond_native_bound";
+    if !settles(h, CHECK) {
+        return;
+    }
+    let caps = h.capabilities();
+    let Some(bound) = caps.max_delay.filter(|_| caps.delays) else {
+        crate::report::not_applicable(
+            h.name(),
+            CHECK,
+            "the form has no delayed redelivery of its own with a bound",
+        );
+        return;
+    };
+    let delay = bound * 2 + Duration::from_millis(500);
+    let address = h.fresh_address();
+    let (outbox, mut attempts) = inbox("attempt");
+    let handler = recorder(outbox, move |seen| async move {
+        if seen.attempt == 1 {
+            retry_after(delay)
+        } else {
+            ack()
+        }
+    });
+    let mut service = Service::start(h, |app| app.mount(h.mount(address.clone()), handler)).await;
+    publish(h, &service, &address, Message::new("much later")).await;
+    let first = attempts.next().await;
+    let second = attempts.next_within(delay + SLACK).await;
+    assert_eq!(
+        second.attempt,
+        2,
+        "{}: the redelivery is attempt 2",
+        h.name()
+    );
+    let waited = second.at.duration_since(first.at);
+    assert!(
+        waited >= delay,
+        "{}: redelivered after {waited:?}, before the {delay:?} asked (the form's bound is {bound:?})",
+        h.name()
+    );
+    attempts.nothing_for(h.quiet()).await;
+    service.stop_ok().await;
+}
