@@ -125,6 +125,17 @@ impl Settling {
         }
     }
 
+    /// The result if the settlement already happened, else the settlement itself to
+    /// await: like [`Settling::take_ready`], but what is left is handed back rather than
+    /// dropped (no drop on the path of a settlement done at once).
+    #[inline]
+    pub fn into_ready(self) -> Result<Result<(), AckError>, Self> {
+        match self.0 {
+            State::Done(Some(result)) => Ok(result),
+            state => Err(Self(state)),
+        }
+    }
+
     /// A settlement that finishes when `future` does.
     pub fn pending(future: impl Future<Output = Result<(), AckError>> + Send + 'static) -> Self {
         Self(State::Pending(Box::pin(future)))

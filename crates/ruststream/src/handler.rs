@@ -80,6 +80,7 @@ macro_rules! handler {
         {
             type Future = OutcomeFuture<Fut>;
 
+            #[inline]
             fn call(&self, cx: &Context<'_>) -> Result<Self::Future, ExtractError> {
                 $(let $arg = $arg::from_delivery(cx)?;)*
                 Ok(OutcomeFuture { inner: self($($arg),*) })
@@ -102,6 +103,7 @@ macro_rules! handler {
         {
             type Future = OutcomeFuture<Fut>;
 
+            #[inline]
             fn call(&self, cx: &Context<'_>) -> Result<Self::Future, ExtractError> {
                 $(let $arg = $arg::from_delivery(cx)?;)*
                 let payload: P = cx.codec.decode(cx.delivery.payload())?;

@@ -189,21 +189,16 @@ impl<H: Handler<M>, M: 'static> Future for Sequential<H, M> {
                         this.deadline.set(None);
                         decided
                     }
-                    Poll::Pending => {
-                        let expired = this
-                            .deadline
-                            .as_mut()
-                            .as_pin_mut()
-                            .is_some_and(|deadline| deadline.poll(cx).is_ready());
-                        if !expired {
-                            return Poll::Pending;
-                        }
-                        // Cancelled: the handler's future is dropped here.
-                        this.running.set(None);
-                        this.deadline.set(None);
-                        worker
-                            .timed_out(worker.timeout().unwrap_or_default(), this.delivery.as_ref())
-                    }
+                    Poll::Pending => match expired(
+                        this.deadline.as_mut(),
+                        this.running.as_mut(),
+                        worker,
+                        this.delivery.as_ref(),
+                        cx,
+                    ) {
+                        Some(decided) => decided,
+                        None => return Poll::Pending,
+                    },
                 };
                 if let Some(delivery) = this.delivery.take()
                     && !settle(worker, this.worker, delivery, decided, next, cx)
@@ -224,37 +219,15 @@ impl<H: Handler<M>, M: 'static> Future for Sequential<H, M> {
                 cx.waker().wake_by_ref();
                 return Poll::Pending;
             }
-            let deferred = &worker.runtime().deferred;
-            if deferred.is_full() {
-                // No more deliveries until a delayed copy is out, or the service stops.
-                if this.room.is_none() {
-                    this.room.set(Some(deferred.room_owned()));
-                }
-                if this.stop.is_none() {
-                    this.stop.set(Some(shutdown.notified_owned()));
-                }
-                if deferred.is_full() {
-                    let room = this
-                        .room
-                        .as_mut()
-                        .as_pin_mut()
-                        .is_some_and(|room| room.poll(cx).is_ready());
-                    if !room {
-                        let stopped = shutdown.is_triggered()
-                            || this
-                                .stop
-                                .as_mut()
-                                .as_pin_mut()
-                                .is_some_and(|stop| stop.poll(cx).is_ready());
-                        if stopped {
-                            *this.ending = true;
-                            return end(next);
-                        }
-                        return Poll::Pending;
+            if worker.runtime().deferred.is_full() {
+                match paused(this.room.as_mut(), this.stop.as_mut(), worker, cx) {
+                    Paused::Room => continue,
+                    Paused::Waiting => return Poll::Pending,
+                    Paused::Stopped => {
+                        *this.ending = true;
+                        return end(next);
                     }
                 }
-                this.room.set(None);
-                continue;
             }
             match this.deliveries.as_mut().poll_next(cx) {
                 Poll::Ready(Some(Ok(delivery))) => {
@@ -328,6 +301,78 @@ fn run<H: Handler<M>, M: 'static>(
     };
     running.set(None);
     Poll::Ready(decided)
+}
+
+/// What the loop does while the delayed copies are at their bound.
+enum Paused {
+    /// There is room again: take the next delivery.
+    Room,
+    /// Still no room: wait (woken when there is, or when the service stops).
+    Waiting,
+    /// The service stops.
+    Stopped,
+}
+
+/// Waits for room among the delayed copies, or for the service to stop.
+#[cold]
+#[inline(never)]
+fn paused<H: Handler<M>, M: 'static>(
+    mut room: Pin<&mut Option<OwnedNotified>>,
+    mut stop: Pin<&mut Option<OwnedNotified>>,
+    worker: &Worker<H, M>,
+    cx: &mut Context<'_>,
+) -> Paused {
+    let runtime = worker.runtime();
+    let (deferred, shutdown) = (&runtime.deferred, &runtime.shutdown);
+    if room.is_none() {
+        room.set(Some(deferred.room_owned()));
+    }
+    if stop.is_none() {
+        stop.set(Some(shutdown.notified_owned()));
+    }
+    if deferred.is_full() {
+        let has_room = room
+            .as_mut()
+            .as_pin_mut()
+            .is_some_and(|room| room.poll(cx).is_ready());
+        if !has_room {
+            let stopped = shutdown.is_triggered()
+                || stop
+                    .as_mut()
+                    .as_pin_mut()
+                    .is_some_and(|stop| stop.poll(cx).is_ready());
+            return if stopped {
+                Paused::Stopped
+            } else {
+                Paused::Waiting
+            };
+        }
+    }
+    room.set(None);
+    Paused::Room
+}
+
+/// The handler is still running: if its time limit is over, it is cancelled (its future
+/// dropped) and the timeout policy decides.
+#[cold]
+#[inline(never)]
+fn expired<H: Handler<M>, M: 'static>(
+    mut deadline: Pin<&mut Option<tokio::time::Sleep>>,
+    mut running: Pin<&mut Option<H::Future>>,
+    worker: &Worker<H, M>,
+    delivery: Option<&Delivery>,
+    cx: &mut Context<'_>,
+) -> Option<Option<(Outcome, Cause)>> {
+    let over = deadline
+        .as_mut()
+        .as_pin_mut()
+        .is_some_and(|deadline| deadline.poll(cx).is_ready());
+    if !over {
+        return None;
+    }
+    running.set(None);
+    deadline.set(None);
+    Some(worker.timed_out(worker.timeout().unwrap_or_default(), delivery))
 }
 
 /// Starts the handler's time limit; a limit already over wakes the loop at once.
@@ -439,15 +484,14 @@ fn settle<H: Handler<M>, M: 'static>(
             settle_told(worker, delivery, settlement, report, next, cx);
             return true;
         }
-        let mut settling = delivery.settle(settlement);
-        match settling.take_ready() {
-            Some(result) => {
+        match delivery.settle(settlement).into_ready() {
+            Ok(result) => {
                 if let Err(error) = result {
                     worker.settlement_failed(&error.into());
                 }
                 uncount(worker, &mut next.counted);
             }
-            None if next.trailing.len() < TRAILING => {
+            Err(mut settling) if next.trailing.len() < TRAILING => {
                 // Under way behind the loop: polled once now, so that it starts.
                 match Pin::new(&mut settling).poll(cx) {
                     Poll::Ready(result) => {
@@ -463,7 +507,7 @@ fn settle<H: Handler<M>, M: 'static>(
                     }
                 }
             }
-            None => next.settling = Some(Execution::Settle(settling)),
+            Err(settling) => next.settling = Some(Execution::Settle(settling)),
         }
         return true;
     }
