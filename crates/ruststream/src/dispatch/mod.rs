@@ -3,6 +3,7 @@
 mod deferred;
 mod execute;
 mod sequential;
+mod shared;
 mod shutdown;
 mod worker;
 
@@ -35,9 +36,11 @@ pub(crate) struct Runtime {
 }
 
 /// The loops that run `worker` over `deliveries` with the mount's concurrency, until the
-/// stream ends or the service stops: one for sequential handling, `n` workers sharing
-/// the stream, or a reader feeding `n` ordered lanes. The caller spawns them, so that a
-/// stop can abort and await every one.
+/// stream ends or the service stops. Each is the one delivery loop
+/// ([`sequential`](Process::sequential)): one for sequential handling (with up to
+/// [`TRAILING`] bare settlements under way behind it), `n` sharing the subscription for
+/// workers, or one per lane fed by a reader that routes each delivery by its key. The
+/// caller spawns them, so that a stop can abort and await every one.
 pub(crate) fn loops<W: Process>(
     worker: W,
     mut deliveries: DeliveryStream,
@@ -45,49 +48,18 @@ pub(crate) fn loops<W: Process>(
 ) -> Vec<BoxFuture<'static, ()>> {
     let worker = Arc::new(worker);
     match concurrency {
-        Concurrency::Sequential => vec![worker.sequential(deliveries)],
-        Concurrency::Workers(n) => {
-            let deliveries = Arc::new(tokio::sync::Mutex::new(deliveries));
-            (0..n)
-                .map(|_| {
-                    let worker = worker.clone();
-                    let deliveries = deliveries.clone();
-                    Box::pin(async move {
-                        loop {
-                            room(worker.runtime()).await;
-                            let item = {
-                                let mut stream = deliveries.lock().await;
-                                worker.runtime().shutdown.next(&mut stream).await
-                            };
-                            match item {
-                                None => break,
-                                Some(Ok(delivery)) => {
-                                    if !worker.handle(delivery).await {
-                                        break;
-                                    }
-                                }
-                                Some(Err(error)) => worker.report(&error),
-                            }
-                        }
-                    }) as BoxFuture<'static, ()>
-                })
-                .collect()
-        }
+        Concurrency::Sequential => vec![worker.sequential(deliveries, TRAILING)],
+        Concurrency::Workers(n) => shared::Shared::split(deliveries, n.max(1))
+            .into_iter()
+            .map(|deliveries| worker.clone().sequential(deliveries, 0))
+            .collect(),
         Concurrency::Lanes { lanes, key } => {
             let mut loops: Vec<BoxFuture<'static, ()>> = Vec::with_capacity(lanes + 1);
             let mut senders = Vec::with_capacity(lanes);
             for _ in 0..lanes {
-                let (tx, mut rx) = mpsc::channel(1);
+                let (tx, rx) = mpsc::channel(1);
                 senders.push(tx);
-                let worker = worker.clone();
-                loops.push(Box::pin(async move {
-                    while let Some(delivery) = rx.recv().await {
-                        room(worker.runtime()).await;
-                        if !worker.handle(delivery).await {
-                            break;
-                        }
-                    }
-                }));
+                loops.push(worker.clone().sequential(Box::pin(shared::Lane(rx)), 0));
             }
             loops.push(Box::pin(async move {
                 let shutdown = &worker.runtime().shutdown;

@@ -4,7 +4,8 @@
 //! delivery, runs its handler, settles it and reports it with every piece of state kept in
 //! place in this one future, so that a delivery whose handler finishes at once and whose
 //! settlement is done at once goes through a single `poll` with nothing moved between
-//! nested futures. The other concurrencies run [`Process::handle`](super::Process::handle).
+//! nested futures. Every concurrency runs this loop: a mount with workers runs `n` of
+//! them over one subscription, a mount with lanes one per lane.
 //!
 //! The loop does not wait for the broker to confirm a bare settlement (no copy, reply or
 //! `and_after`; the service's `after_settle` hooks run once it is over) before it takes the
@@ -101,6 +102,9 @@ struct AfterHandler {
     counted: bool,
     // Bare settlements under way behind the loop; the gauge counts each.
     trailing: Vec<Trailing>,
+    // How many may be: `TRAILING` for a sequential mount, none for the loops of a mount
+    // with workers or lanes (their count is their concurrency).
+    limit: usize,
 }
 
 /// A bare settlement under way behind the loop, and what the hooks learn once it is over.
@@ -134,7 +138,13 @@ impl Report {
 }
 
 impl<H: Handler<M>, M: 'static> Sequential<H, M> {
-    pub(super) fn new(worker: Arc<Worker<H, M>>, deliveries: DeliveryStream) -> Self {
+    /// The loop over `deliveries`, with up to `trailing` bare settlements under way
+    /// behind it.
+    pub(super) fn new(
+        worker: Arc<Worker<H, M>>,
+        deliveries: DeliveryStream,
+        trailing: usize,
+    ) -> Self {
         Self {
             worker,
             deliveries,
@@ -143,7 +153,10 @@ impl<H: Handler<M>, M: 'static> Sequential<H, M> {
             delivery: None,
             running: None,
             deadline: None,
-            after_handler: AfterHandler::default(),
+            after_handler: AfterHandler {
+                limit: trailing,
+                ..AfterHandler::default()
+            },
             budget: BUDGET,
             ending: false,
         }
@@ -491,7 +504,7 @@ fn settle<H: Handler<M>, M: 'static>(
                 }
                 uncount(worker, &mut next.counted);
             }
-            Err(mut settling) if next.trailing.len() < TRAILING => {
+            Err(mut settling) if next.trailing.len() < next.limit => {
                 // Under way behind the loop: polled once now, so that it starts.
                 match Pin::new(&mut settling).poll(cx) {
                     Poll::Ready(result) => {
@@ -528,7 +541,7 @@ fn settle_told<H: Handler<M>, M: 'static>(
     let mut settling = delivery.settle(settlement);
     let result = match settling.take_ready() {
         Some(result) => result,
-        None if next.trailing.len() < TRAILING => match Pin::new(&mut settling).poll(cx) {
+        None if next.trailing.len() < next.limit => match Pin::new(&mut settling).poll(cx) {
             Poll::Ready(result) => result,
             Poll::Pending => {
                 let report = Some(report);

@@ -1,13 +1,10 @@
 //! Handling one delivery: decode, call, apply a failure policy, settle, run hooks.
 
 use std::any::Any;
-use std::future::Future;
 use std::marker::PhantomData;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
-use futures_util::FutureExt;
 use ruststream_core::{
     BoxFuture, Capabilities, ConsumeError, Delivery, DeliveryStream, Facts, MESSAGE_ID, Original,
     Plan, Settlement, Verdict, decide,
@@ -32,18 +29,22 @@ pub(crate) struct Worker<H, M> {
     marker: PhantomData<fn() -> M>,
 }
 
-/// Something that takes deliveries one at a time; `false` means stop.
+/// A mount's handler, type-erased for the loops: what they need to run it.
 pub(crate) trait Process: Send + Sync + 'static {
     fn runtime(&self) -> &Arc<Runtime>;
-
-    /// Handles one delivery; `false` means stop.
-    fn handle(&self, delivery: Delivery) -> impl Future<Output = bool> + Send + '_;
 
     /// Reports an error of the subscription (it goes on).
     fn report(&self, error: &ConsumeError);
 
-    /// The loop that handles `deliveries` one at a time, in order.
-    fn sequential(self: Arc<Self>, deliveries: DeliveryStream) -> BoxFuture<'static, ()>;
+    /// The loop that handles `deliveries` one at a time, in order, with up to `trailing`
+    /// bare settlements under way behind it: every concurrency runs this one loop (a
+    /// mount with workers runs `n` of them over one subscription, one with lanes one per
+    /// lane).
+    fn sequential(
+        self: Arc<Self>,
+        deliveries: DeliveryStream,
+        trailing: usize,
+    ) -> BoxFuture<'static, ()>;
 }
 
 impl<H: Handler<M>, M: 'static> Worker<H, M> {
@@ -157,22 +158,6 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
     }
 }
 
-/// Counts a delivery as in flight while it lives.
-struct InFlight<'a>(&'a AtomicUsize);
-
-impl<'a> InFlight<'a> {
-    fn enter(count: &'a AtomicUsize) -> Self {
-        count.fetch_add(1, Ordering::AcqRel);
-        Self(count)
-    }
-}
-
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
 impl<H: Handler<M>, M: 'static> Process for Worker<H, M> {
     fn runtime(&self) -> &Arc<Runtime> {
         &self.runtime
@@ -182,52 +167,12 @@ impl<H: Handler<M>, M: 'static> Process for Worker<H, M> {
         tracing::warn!(address = %self.mount.address, %error, "subscription reported an error");
     }
 
-    fn sequential(self: Arc<Self>, deliveries: DeliveryStream) -> BoxFuture<'static, ()> {
-        Box::pin(Sequential::new(self, deliveries))
-    }
-
-    /// Handles one delivery: outcome, decision, reply, settlement, hooks.
-    async fn handle(&self, delivery: Delivery) -> bool {
-        let _in_flight = InFlight::enter(&self.runtime.in_flight);
-        let decided = match self.start(&delivery) {
-            Ok(future) => {
-                let running = AssertUnwindSafe(future).catch_unwind();
-                let finished = match self.mount.timeout {
-                    None => Ok(running.await),
-                    Some(limit) => tokio::time::timeout(limit, running)
-                        .await
-                        .map_err(|_| limit),
-                };
-                match finished {
-                    Ok(Ok(outcome)) => Some((outcome, Cause::Handler)),
-                    Ok(Err(panic)) => self.panicked(panic_message(&*panic), Some(&delivery)),
-                    Err(limit) => self.timed_out(limit, Some(&delivery)),
-                }
-            }
-            Err(decided) => decided,
-        };
-        let Some((outcome, cause)) = decided else {
-            // fail_fast: the delivery is dropped unsettled for the broker to hand back.
-            return false;
-        };
-        let facts = Facts::of(&delivery, &self.capabilities);
-        let plan = self.plan(&delivery, facts, &outcome, &cause);
-        if let Some(settlement) = bare(&outcome, &plan)
-            && self.runtime.after_settle.is_empty()
-        {
-            // The common case: settle and go on, with nothing to publish or to tell.
-            let mut settling = delivery.settle(settlement);
-            let result = match settling.take_ready() {
-                Some(result) => result,
-                None => settling.await,
-            };
-            if let Err(error) = result {
-                self.settlement_failed(&error.into());
-            }
-            return true;
-        }
-        self.finish(delivery, outcome, cause, facts, plan).await;
-        true
+    fn sequential(
+        self: Arc<Self>,
+        deliveries: DeliveryStream,
+        trailing: usize,
+    ) -> BoxFuture<'static, ()> {
+        Box::pin(Sequential::new(self, deliveries, trailing))
     }
 }
 
