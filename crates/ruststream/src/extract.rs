@@ -82,6 +82,11 @@ pub enum ExtractError {
 
 /// A handler argument made from the delivery or the service (any but the last, which
 /// is the payload; a handler without a payload may end with one too).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be taken from a delivery",
+    label = "not an extractor",
+    note = "only the last argument of a handler can be the payload; the arguments before it must be extractors (`Headers`, `Attempt`, `State<S>`, `Raw`, `Publisher`, ...)"
+)]
 pub trait FromDelivery: Sized + Send + 'static {
     /// Makes the argument.
     fn from_delivery(cx: &Context<'_>) -> Result<Self, ExtractError>;

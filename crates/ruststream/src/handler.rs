@@ -29,6 +29,40 @@ use crate::outcome::{IntoOutcome, Outcome};
 /// }
 /// # let _ = ruststream::Router::new().mount("orders", handle);
 /// ```
+///
+/// A function that breaks the rules is refused with a message that states them
+/// ("`…` is not a ruststream handler"): the payload before an extractor,
+///
+/// ```compile_fail
+/// async fn payload_first(order: String, attempt: ruststream::Attempt) {}
+/// let _ = ruststream::Router::new().mount("orders", payload_first);
+/// ```
+///
+/// a borrowed payload,
+///
+/// ```compile_fail
+/// async fn borrowed(order: &str) {}
+/// let _ = ruststream::Router::new().mount("orders", borrowed);
+/// ```
+///
+/// a function that is not `async`, or a return type that is not an outcome:
+///
+/// ```compile_fail
+/// fn not_async(order: String) {}
+/// let _ = ruststream::Router::new().mount("orders", not_async);
+/// ```
+///
+/// ```compile_fail
+/// async fn count(order: String) -> usize { order.len() }
+/// let _ = ruststream::Router::new().mount("orders", count);
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a ruststream handler",
+    label = "not a handler",
+    note = "a handler is an `async fn` (or a closure returning a `Send` future) that is `Clone + Send + Sync + 'static`",
+    note = "its arguments are extractors (`Headers`, `Attempt`, `State<S>`, `Raw`, ...), then at most one payload, last: an owned `DeserializeOwned` type (`String`, not `&str`)",
+    note = "it returns `()`, `Outcome`, `Reply<T>`, or `Result<T, E>` of those (with `E: Display`); at most eight arguments"
+)]
 pub trait Handler<M>: Clone + Send + Sync + 'static {
     /// The future of one call.
     type Future: Future<Output = Outcome> + Send + 'static;

@@ -115,6 +115,12 @@ impl Mount {
 
     /// Where spent deliveries are published, as they arrived. Declared without a cap,
     /// it takes every retry.
+    ///
+    /// What reaches it: a `retry()` or `retry_after(d)` (from the handler, or from a
+    /// failure policy of that name) at the cap, or any retry when no cap is declared. A
+    /// `drop()` does **not**: it rejects the delivery, and the broker's own dead-letter
+    /// policy (an AMQP queue's dead-letter exchange) decides; neither does `ack()`. On a
+    /// broker that dead-letters itself the broker moves spent deliveries, not the runtime.
     pub fn dead_letter(mut self, address: impl Into<Address>) -> Self {
         self.declaration.dead_letter = Some(address.into());
         self

@@ -109,6 +109,11 @@ impl fmt::Debug for Outcome {
 /// - `Result<T, E>`: `Ok(t)` is `t`'s outcome; `Err(e)` drops (rejects) the delivery
 ///   and logs `e`. It does not retry: say `retry()` for that, or return
 ///   `Result<T, Outcome>` and `Err(retry())`.
+#[diagnostic::on_unimplemented(
+    message = "a handler cannot return `{Self}`",
+    label = "not an outcome",
+    note = "return `()`, `Outcome` (`ack()`, `retry()`, `retry_after(d)`, `drop()`), `Reply<T>`, or a `Result` of those whose error is `Display` (an `Err` drops the delivery)"
+)]
 pub trait IntoOutcome {
     /// The outcome.
     fn into_outcome(self) -> Outcome;
