@@ -15,6 +15,22 @@ pub const REPLY_TO: &str = "reply-to";
 pub const MESSAGE_ID: &str = "message-id";
 /// `x-ruststream-retry-count`: how many times the runtime has copied the message for a retry.
 pub const RETRY_COUNT: &str = "x-ruststream-retry-count";
+/// `x-ruststream-dead-letter-from`: on a dead letter, the address the message was
+/// received on.
+pub const DEAD_LETTER_FROM: &str = "x-ruststream-dead-letter-from";
+/// `x-ruststream-dead-letter-attempt`: on a dead letter, the attempt it was spent at.
+pub const DEAD_LETTER_ATTEMPT: &str = "x-ruststream-dead-letter-attempt";
+/// `x-ruststream-dead-letter-reason`: on a dead letter, why: `retry` (the handler's
+/// outcome), `decode`, `panic` or `timeout` (a failure policy).
+pub const DEAD_LETTER_REASON: &str = "x-ruststream-dead-letter-reason";
+/// `x-ruststream-dead-letter-error`: on a dead letter, the failure's text (at most 256
+/// bytes), where there is one.
+pub const DEAD_LETTER_ERROR: &str = "x-ruststream-dead-letter-error";
+/// `x-ruststream-dead-letter-at`: on a dead letter, when (milliseconds since the Unix
+/// epoch, the system clock).
+pub const DEAD_LETTER_AT: &str = "x-ruststream-dead-letter-at";
+/// `x-ruststream-dead-letter-service`: on a dead letter, the service that sent it there.
+pub const DEAD_LETTER_SERVICE: &str = "x-ruststream-dead-letter-service";
 
 /// A header name: text, shared cheaply. Names compare by their text, however stored.
 #[derive(Clone)]

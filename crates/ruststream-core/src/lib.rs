@@ -25,8 +25,9 @@ pub use decision::{Copy, Facts, Original, Plan, Verdict, decide};
 pub use delivery::Delivery;
 pub use error::{AckError, ConsumeError, PublishError, PublishErrorKind, SubscribeError};
 pub use headers::{
-    CONTENT_TYPE, CORRELATION_ID, HeaderName, HeaderValue, Headers, MESSAGE_ID, REPLY_TO,
-    RETRY_COUNT,
+    CONTENT_TYPE, CORRELATION_ID, DEAD_LETTER_AT, DEAD_LETTER_ATTEMPT, DEAD_LETTER_ERROR,
+    DEAD_LETTER_FROM, DEAD_LETTER_REASON, DEAD_LETTER_SERVICE, HeaderName, HeaderValue, Headers,
+    MESSAGE_ID, REPLY_TO, RETRY_COUNT,
 };
 pub use message::{Address, Message};
 pub use settlement::{Acker, Settlement, Settling, Tag};

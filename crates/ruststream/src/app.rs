@@ -67,6 +67,7 @@ pub struct App {
     on_stop: Vec<StartHook>,
     grace: Duration,
     delayed: DelayedLimit,
+    name: String,
 }
 
 impl App {
@@ -90,7 +91,15 @@ impl App {
             on_stop: Vec::new(),
             grace: Duration::from_secs(30),
             delayed: DelayedLimit::default(),
+            name: default_name(),
         }
+    }
+
+    /// The service's name (default: the executable's file name), on its logs and on the
+    /// dead letters it publishes (`x-ruststream-dead-letter-service`).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
     }
 
     /// Adds the routes of `router`.
@@ -189,6 +198,7 @@ impl App {
         }
         let runtime = Arc::new(Runtime {
             app: self.app,
+            service: self.name,
             publish: self.broker.publisher(),
             after_settle: self.after_settle,
             shutdown: Shutdown::default(),
@@ -326,6 +336,14 @@ impl Running {
             None => Ok(()),
         }
     }
+}
+
+/// The executable's file name, or `ruststream` where it cannot be told.
+fn default_name() -> String {
+    std::env::current_exe()
+        .ok()
+        .and_then(|path| path.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| "ruststream".to_owned())
 }
 
 async fn stop_signal() {

@@ -11,6 +11,7 @@ use ruststream_core::{
 };
 
 use super::Runtime;
+use super::dead_letter::Why;
 use super::deferred::DelayedCopy;
 use crate::settled::SettleError;
 
@@ -60,6 +61,7 @@ pub(super) fn execute(
     plan: &Plan,
     settles: bool,
     runtime: &Arc<Runtime>,
+    why: &Why<'_>,
 ) -> Execution {
     let Some(copy) = &plan.copy else {
         return Execution::Settle(
@@ -69,10 +71,11 @@ pub(super) fn execute(
     };
     let original = plan.original;
     let mut message: Message = delivery.to_message();
-    if let Some(count) = copy.retry_count {
-        message
+    match copy.retry_count {
+        Some(count) => message
             .headers
-            .insert(RETRY_COUNT, HeaderValue::from(count));
+            .insert(RETRY_COUNT, HeaderValue::from(count)),
+        None => super::dead_letter::mark(&mut message, why),
     }
     let (to, delay) = (copy.to.clone(), copy.delay);
     let runtime = runtime.clone();

@@ -1,5 +1,6 @@
 //! Running handlers over subscriptions: the per-mount loops.
 
+mod dead_letter;
 mod deferred;
 mod execute;
 mod sequential;
@@ -28,6 +29,8 @@ pub(crate) type AfterSettle = Arc<dyn Fn(&Settled) + Send + Sync>;
 /// What every loop of a running service shares.
 pub(crate) struct Runtime {
     pub(crate) app: AppContext,
+    /// The service's name, on its dead letters.
+    pub(crate) service: String,
     pub(crate) publish: Arc<dyn Publish>,
     pub(crate) after_settle: Vec<AfterSettle>,
     pub(crate) shutdown: Shutdown,

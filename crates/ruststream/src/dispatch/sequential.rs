@@ -27,6 +27,7 @@ use ruststream_core::{
 };
 use tokio::sync::futures::OwnedNotified;
 
+use super::dead_letter::Why;
 use super::execute::{Execution, execute};
 use super::worker::{Process, Worker, bare, panic_message};
 use crate::handler::Handler;
@@ -579,20 +580,29 @@ fn settle_slow<H: Handler<M>, M: 'static>(
         }));
         return;
     }
-    if outcome.after.is_some() || !worker.runtime().after_settle.is_empty() {
-        next.report = Some(Report {
-            address: delivery.address().clone(),
-            attempt: facts.attempt,
-            verdict: outcome.verdict,
-            cause,
-            plan: plan.clone(),
-            after: outcome.after,
-        });
-    }
+    let watched = outcome.after.is_some() || !worker.runtime().after_settle.is_empty();
+    let address = watched.then(|| delivery.address().clone());
+    let why = Why {
+        from: &worker.mount().address,
+        attempt: facts.attempt,
+        cause: &cause,
+        service: &worker.runtime().service,
+    };
     next.settling = Some(execute(
         delivery,
         &plan,
         worker.capabilities().settles,
         worker.runtime(),
+        &why,
     ));
+    if let Some(address) = address {
+        next.report = Some(Report {
+            address,
+            attempt: facts.attempt,
+            verdict: outcome.verdict,
+            cause,
+            plan,
+            after: outcome.after,
+        });
+    }
 }

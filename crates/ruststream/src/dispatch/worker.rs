@@ -11,6 +11,7 @@ use ruststream_core::{
 };
 
 use super::Runtime;
+use super::dead_letter::Why;
 use super::execute::execute;
 use super::sequential::Sequential;
 use crate::extract::Context;
@@ -300,6 +301,11 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
         self.capabilities
     }
 
+    /// The mount.
+    pub(super) fn mount(&self) -> &Mount {
+        &self.mount
+    }
+
     /// The mount's handler time limit, if it has one.
     #[inline(always)]
     pub(super) fn timeout(&self) -> Option<std::time::Duration> {
@@ -350,7 +356,20 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
         }
         let watched = outcome.after.is_some() || !self.runtime.after_settle.is_empty();
         let address = watched.then(|| delivery.address().clone());
-        let result = execute(delivery, &plan, self.capabilities.settles, &self.runtime).await;
+        let why = Why {
+            from: &self.mount.address,
+            attempt: facts.attempt,
+            cause: &cause,
+            service: &self.runtime.service,
+        };
+        let result = execute(
+            delivery,
+            &plan,
+            self.capabilities.settles,
+            &self.runtime,
+            &why,
+        )
+        .await;
         if let Err(error) = &result {
             self.settlement_failed(error);
         }
