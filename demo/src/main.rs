@@ -8,14 +8,13 @@
 //! cargo run -p demo                      # on the in-memory broker
 //! cargo run -p demo -- redis://127.0.0.1:6379
 //! cargo run -p demo -- amqp://guest:guest@127.0.0.1:5673
+//! RUSTSTREAM_BROKER_URL=redis://127.0.0.1:6379 cargo run -p demo
 //! ```
 
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
-use ruststream::core::{Broker, Message, Original, Plan};
-use ruststream::memory::MemoryBroker;
+use ruststream::core::{Message, Original, Plan};
 use ruststream::{App, Attempt, Mount, Outcome, Settled, ack, drop, retry, retry_after};
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
@@ -60,27 +59,6 @@ fn describe(plan: &Plan) -> String {
     }
 }
 
-/// The broker a URL names: none is the in-memory broker.
-async fn connect(url: Option<&str>) -> Result<Arc<dyn Broker>, String> {
-    let Some(url) = url else {
-        return Ok(Arc::new(MemoryBroker::new()));
-    };
-    let scheme = url.split_once("://").map_or("", |(scheme, _)| scheme);
-    match scheme {
-        "redis" | "rediss" | "redis-cluster" => ruststream_redis::RedisBroker::connect(url)
-            .await
-            .map(|b| Arc::new(b) as Arc<dyn Broker>)
-            .map_err(|e| format!("redis: {e}")),
-        "amqp" | "amqps" => ruststream_amqp::AmqpBroker::connect(url)
-            .await
-            .map(|b| Arc::new(b) as Arc<dyn Broker>)
-            .map_err(|e| format!("amqp: {e}")),
-        _ => Err(format!(
-            "unknown broker url {url}: use redis://, rediss://, amqp:// or amqps://"
-        )),
-    }
-}
-
 #[tokio::main]
 async fn main() -> ExitCode {
     tracing_subscriber::fmt()
@@ -88,8 +66,12 @@ async fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
         )
         .init();
-    let url = std::env::args().nth(1);
-    let broker = match connect(url.as_deref()).await {
+    // The broker by URL: the first argument, else RUSTSTREAM_BROKER_URL, else memory.
+    let url = std::env::args()
+        .nth(1)
+        .or_else(|| std::env::var("RUSTSTREAM_BROKER_URL").ok())
+        .unwrap_or_else(|| "memory://".to_owned());
+    let broker = match ruststream::connect(&url).await {
         Ok(broker) => broker,
         Err(error) => {
             eprintln!("demo: {error}");

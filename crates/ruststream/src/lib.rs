@@ -30,6 +30,7 @@
 
 mod app;
 pub mod codec;
+mod connect;
 mod dispatch;
 mod extract;
 mod handler;
@@ -47,6 +48,7 @@ pub mod testing;
 
 pub use app::{App, RunError, Running};
 pub use codec::{Codec, CodecError};
+pub use connect::{ConnectError, connect, redact};
 pub use dispatch::DelayedLimit;
 pub use extract::{AppContext, Attempt, Context, ExtractError, FromDelivery, Raw, State};
 pub use handler::{Extractors, Handler, OutcomeFuture, WithPayload};

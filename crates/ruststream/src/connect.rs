@@ -1,0 +1,185 @@
+//! Opening a broker from a URL, so that one service runs on any broker without a rebuild.
+
+use std::sync::Arc;
+
+use ruststream_core::Broker;
+
+/// Why [`connect`] did not open a broker.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConnectError {
+    /// The URL's scheme is not one of a broker.
+    #[error(
+        "unknown broker url scheme {scheme:?}: use memory://, redis://, rediss://, redis-cluster://, amqp:// or amqps://"
+    )]
+    UnknownScheme {
+        /// The scheme found (empty where the URL has none).
+        scheme: String,
+    },
+    /// The scheme's adapter is not built in: enable the named feature of `ruststream`.
+    #[error("{scheme}:// needs the `{feature}` feature of ruststream")]
+    MissingFeature {
+        /// The URL's scheme.
+        scheme: String,
+        /// The feature that builds its adapter in.
+        feature: &'static str,
+    },
+    /// The adapter could not connect (the URL is shown without its password).
+    #[error("{url}: {reason}")]
+    Broker {
+        /// The URL, its password replaced by `***`.
+        url: String,
+        /// The adapter's error.
+        reason: String,
+    },
+}
+
+/// Opens the broker a URL names: `memory://` (the in-memory broker, feature `memory`),
+/// `redis://`, `rediss://`, `redis-cluster://`, `rediss-cluster://` (feature `redis`;
+/// TLS needs `redis-tls`), `amqp://`, `amqps://` (feature `amqp`; TLS needs
+/// `amqp-tls`).
+///
+/// The broker comes back type-erased, as [`App::with_broker`](crate::App::with_broker)
+/// takes it; a service that uses one adapter only can still call that adapter's own
+/// `connect` and pay for nothing else.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let url = std::env::var("BROKER_URL").unwrap_or_else(|_| "memory://".into());
+/// let app = ruststream::App::with_broker(ruststream::connect(&url).await?);
+/// # let _ = app;
+/// # Ok(())
+/// # }
+/// ```
+pub async fn connect(url: &str) -> Result<Arc<dyn Broker>, ConnectError> {
+    let scheme = url
+        .split_once("://")
+        .map_or("", |(scheme, _)| scheme)
+        .to_ascii_lowercase();
+    match scheme.as_str() {
+        "memory" => memory(&scheme),
+        "redis" | "rediss" | "redis-cluster" | "rediss-cluster" => redis(url, &scheme).await,
+        "amqp" | "amqps" => amqp(url, &scheme).await,
+        _ => Err(ConnectError::UnknownScheme { scheme }),
+    }
+}
+
+#[cfg(feature = "memory")]
+fn memory(_: &str) -> Result<Arc<dyn Broker>, ConnectError> {
+    Ok(Arc::new(crate::memory::MemoryBroker::new()))
+}
+
+#[cfg(not(feature = "memory"))]
+fn memory(scheme: &str) -> Result<Arc<dyn Broker>, ConnectError> {
+    Err(missing(scheme, "memory"))
+}
+
+#[cfg(feature = "redis")]
+async fn redis(url: &str, _: &str) -> Result<Arc<dyn Broker>, ConnectError> {
+    match ruststream_redis::RedisBroker::connect(url).await {
+        Ok(broker) => Ok(Arc::new(broker)),
+        Err(error) => Err(failed(url, &error)),
+    }
+}
+
+#[cfg(not(feature = "redis"))]
+async fn redis(_: &str, scheme: &str) -> Result<Arc<dyn Broker>, ConnectError> {
+    Err(missing(scheme, "redis"))
+}
+
+#[cfg(feature = "amqp")]
+async fn amqp(url: &str, _: &str) -> Result<Arc<dyn Broker>, ConnectError> {
+    match ruststream_amqp::AmqpBroker::connect(url).await {
+        Ok(broker) => Ok(Arc::new(broker)),
+        Err(error) => Err(failed(url, &error)),
+    }
+}
+
+#[cfg(not(feature = "amqp"))]
+async fn amqp(_: &str, scheme: &str) -> Result<Arc<dyn Broker>, ConnectError> {
+    Err(missing(scheme, "amqp"))
+}
+
+#[allow(dead_code)] // not with every feature
+fn missing(scheme: &str, feature: &'static str) -> ConnectError {
+    ConnectError::MissingFeature {
+        scheme: scheme.to_owned(),
+        feature,
+    }
+}
+
+#[allow(dead_code)] // not with every feature
+fn failed(url: &str, error: &dyn std::fmt::Display) -> ConnectError {
+    let url = redact(url);
+    let reason = error.to_string();
+    ConnectError::Broker { url, reason }
+}
+
+/// `url` with the password of its user information, if any, replaced by `***`.
+pub fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((user_info, host)) => match user_info.split_once(':') {
+            Some((user, _password)) => format!("{scheme}://{user}:***@{host}{tail}"),
+            None if !user_info.is_empty() => format!("{scheme}://***@{host}{tail}"),
+            None => url.to_owned(),
+        },
+        None => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ConnectError, connect, redact};
+
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(
+            redact("amqp://guest:secret@h:5672/v"),
+            "amqp://guest:***@h:5672/v"
+        );
+        assert_eq!(redact("redis://:secret@h:6379"), "redis://:***@h:6379");
+        assert_eq!(redact("rediss://token@h"), "rediss://***@h");
+        assert_eq!(redact("redis://h:6379/0?x=a@b"), "redis://h:6379/0?x=a@b");
+        assert_eq!(redact("memory://"), "memory://");
+        assert_eq!(redact("no scheme"), "no scheme");
+    }
+
+    #[tokio::test]
+    async fn unknown_schemes_are_named() {
+        match connect("kafka://h:9092").await {
+            Err(ConnectError::UnknownScheme { scheme }) => assert_eq!(scheme, "kafka"),
+            Err(other) => panic!("{other}"),
+            Ok(_) => panic!("connected to kafka"),
+        }
+        assert!(matches!(
+            connect("h:9092").await,
+            Err(ConnectError::UnknownScheme { .. })
+        ));
+    }
+
+    #[cfg(feature = "memory")]
+    #[tokio::test]
+    async fn memory_is_a_url_too() {
+        let broker = connect("memory://").await.expect("memory");
+        assert_eq!(broker.name(), "memory");
+    }
+
+    #[cfg(not(feature = "redis"))]
+    #[tokio::test]
+    async fn a_missing_feature_is_named() {
+        let error = connect("redis://127.0.0.1:6379")
+            .await
+            .err()
+            .expect("no redis");
+        assert_eq!(
+            error.to_string(),
+            "redis:// needs the `redis` feature of ruststream"
+        );
+    }
+}
