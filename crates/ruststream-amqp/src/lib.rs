@@ -123,9 +123,12 @@ mod address;
 mod connection;
 mod credit;
 mod error;
+mod facts;
+mod management;
 mod message;
 mod options;
 mod publisher;
+mod queue;
 mod receiver;
 #[cfg(feature = "tls")]
 mod tls;
@@ -143,6 +146,7 @@ pub use address::amqp_address;
 pub use error::ConnectError;
 pub use options::{ConnectOptions, DEFAULT_CREDIT, Settle, SubscribeOptions};
 pub use publisher::AmqpPublisher;
+pub use queue::QueueType;
 /// The rustls this crate does TLS with (feature `tls`), for
 /// [`ConnectOptions::tls_client_config`].
 #[cfg(feature = "tls")]
@@ -201,19 +205,41 @@ impl AmqpBroker {
         };
         let source = amqp_address(spec.address.as_str());
         let at_least_once = options.settle == Settle::AtLeastOnce;
-        let counts = at_least_once && options.counts;
+        let info = facts::find_out(&self.connector, &source, &options, &spec.declaration).await?;
+        // Without a description: the documented defaults (a queue that does not count).
+        let found = info.as_ref().map_or(
+            queue::QueueFacts {
+                counts: false,
+                requeues: true,
+                dead_letters: false,
+            },
+            queue::QueueInfo::facts,
+        );
+        let counts = at_least_once && options.counts.unwrap_or(found.counts);
         let capabilities = if at_least_once {
             Capabilities {
                 settles: true,
-                requeues: true,
+                requeues: found.requeues,
                 counts,
                 delays: false,
                 max_delay: None,
-                dead_letters: options.dead_letters,
+                dead_letters: options.dead_letters.unwrap_or(found.dead_letters),
             }
         } else {
             Capabilities::NONE
         };
+        match &info {
+            Some(q) => tracing::info!(
+                address = %spec.address, kind = %q.kind, delivery_limit = ?q.delivery_limit,
+                dead_letter_exchange = ?q.dlx, counts = capabilities.counts,
+                dead_letters = capabilities.dead_letters, "amqp: subscribing to queue"
+            ),
+            None => tracing::info!(
+                address = %spec.address, counts = capabilities.counts,
+                dead_letters = capabilities.dead_letters,
+                "amqp: subscribing (queue not described)"
+            ),
+        }
         let link = LinkSpec {
             address: spec.address.clone(),
             source,

@@ -52,6 +52,79 @@ pub(crate) struct Patched<S> {
     /// Something did not look like AMQP framing: pass everything through.
     passthrough: bool,
     scratch: Box<[u8]>,
+    /// A management link pair whose two links get one name on the wire.
+    pair: Option<Box<Pair>>,
+}
+
+/// The management link pair of a connection (see [`crate::management`]).
+///
+/// RabbitMQ pairs the two management links by name, and fe2o3-amqp refuses two links
+/// of one name on a session. The links get names that differ in their last byte only
+/// (`…s` sending, `…r` receiving); the receiving link's attach goes out under the
+/// sending link's name, and the broker's answering attach (role sender, that name) comes
+/// back under the receiving link's name. Same length: one byte changes.
+#[derive(Debug)]
+pub(crate) struct Pair {
+    /// The sending link's name (the name on the wire).
+    sending: Vec<u8>,
+    /// The receiving link's name.
+    receiving: Vec<u8>,
+    /// Written bytes not yet checked (an incomplete frame) or not yet written through.
+    out: BytesMut,
+    /// Bytes at the front of `out` that are checked.
+    out_ready: usize,
+}
+
+impl Pair {
+    /// A pair from the sending link's name; the receiving link's name ends in `r`.
+    pub(crate) fn new(sending: &str) -> Self {
+        let sending = sending.as_bytes().to_vec();
+        let mut receiving = sending.clone();
+        if let Some(last) = receiving.last_mut() {
+            *last = if *last == b'r' { b's' } else { b'r' };
+        }
+        Self {
+            sending,
+            receiving,
+            out: BytesMut::new(),
+            out_ready: 0,
+        }
+    }
+
+    /// The receiving link's name.
+    pub(crate) fn receiving(&self) -> String {
+        String::from_utf8_lossy(&self.receiving).into_owned()
+    }
+
+    /// Marks every complete outgoing frame ready, renaming the receiving link's attach.
+    fn scan_out(&mut self) {
+        loop {
+            let rest = &self.out[self.out_ready..];
+            if rest.len() < 8 {
+                return;
+            }
+            if rest.starts_with(b"AMQP") {
+                self.out_ready += 8;
+                continue;
+            }
+            let size = u32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+            if size < 8 {
+                self.out_ready = self.out.len(); // not framing as expected: pass through
+                return;
+            }
+            if rest.len() < size {
+                return;
+            }
+            let start = self.out_ready;
+            rename_attach(
+                &mut self.out[start..start + size],
+                &self.receiving,
+                &self.sending,
+                true,
+            );
+            self.out_ready += size;
+        }
+    }
 }
 
 impl<S> Patched<S> {
@@ -62,7 +135,15 @@ impl<S> Patched<S> {
             ready: 0,
             passthrough: false,
             scratch: vec![0; READ_CHUNK].into_boxed_slice(),
+            pair: None,
         }
+    }
+
+    /// A stream for a management connection: `pair` is renamed on the wire.
+    pub(crate) fn paired(inner: S, pair: Pair) -> Self {
+        let mut s = Self::new(inner);
+        s.pair = Some(Box::new(pair));
+        s
     }
 
     /// Marks every complete frame (or protocol header) in the buffer ready, patching it.
@@ -89,7 +170,12 @@ impl<S> Patched<S> {
                 return;
             }
             let start = self.ready;
-            patch_frame(&mut self.buf[start..start + size]);
+            let frame = &mut self.buf[start..start + size];
+            patch_frame(frame);
+            if let Some(pair) = &self.pair {
+                // The broker's attach of the receiving link (role sender).
+                rename_attach(frame, &pair.sending, &pair.receiving, false);
+            }
             self.ready += size;
         }
     }
@@ -127,17 +213,47 @@ impl<S: AsyncRead + Unpin> AsyncRead for Patched<S> {
     }
 }
 
+impl<S: AsyncWrite + Unpin> Patched<S> {
+    /// Writes the checked bytes of the pair's buffer through.
+    fn drain_out(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let Some(pair) = self.pair.as_mut() else {
+            return Poll::Ready(Ok(()));
+        };
+        while pair.out_ready > 0 {
+            let n = ready!(Pin::new(&mut self.inner).poll_write(cx, &pair.out[..pair.out_ready]))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            pair.out.advance(n);
+            pair.out_ready -= n;
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
 impl<S: AsyncWrite + Unpin> AsyncWrite for Patched<S> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+        let this = self.get_mut();
+        let Some(pair) = this.pair.as_mut() else {
+            return Pin::new(&mut this.inner).poll_write(cx, buf);
+        };
+        // A management connection: frames are checked whole before they go out.
+        pair.out.extend_from_slice(buf);
+        pair.scan_out();
+        match this.drain_out(cx) {
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            _ => Poll::Ready(Ok(buf.len())),
+        }
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+        let this = self.get_mut();
+        ready!(this.drain_out(cx))?;
+        Pin::new(&mut this.inner).poll_flush(cx)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -149,14 +265,23 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Patched<S> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+        let this = self.get_mut();
+        if this.pair.is_some() {
+            let buf = bufs
+                .iter()
+                .find(|b| !b.is_empty())
+                .map_or(&[][..], |b| &**b);
+            return Pin::new(this).poll_write(cx, buf);
+        }
+        Pin::new(&mut this.inner).poll_write_vectored(cx, bufs)
     }
 
     fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
+        self.pair.is_none() && self.inner.is_write_vectored()
     }
 }
 
+const ATTACH: u64 = 0x12;
 const TRANSFER: u64 = 0x14;
 const DELIVERY_ANNOTATIONS: u64 = 0x71;
 const MESSAGE_ANNOTATIONS: u64 = 0x72;
@@ -258,6 +383,49 @@ fn patch_array_of_maps(frame: &mut [u8], pos: usize) {
             _ => {}
         }
     }
+}
+
+/// In an attach frame named `from` whose role is `receiver`, renames the link `to`
+/// (same length). Anything else is left as it is.
+fn rename_attach(frame: &mut [u8], from: &[u8], to: &[u8], receiver: bool) {
+    let _ = try_rename_attach(frame, from, to, receiver);
+}
+
+fn try_rename_attach(frame: &mut [u8], from: &[u8], to: &[u8], receiver: bool) -> Option<()> {
+    let doff = usize::from(*frame.get(4)?) * 4;
+    if *frame.get(5)? != 0 || doff < 8 || from.len() != to.len() {
+        return None;
+    }
+    let mut pos = doff;
+    if descriptor(frame, &mut pos)? != ATTACH {
+        return None;
+    }
+    // The field list, then name (string), handle (uint), role (boolean).
+    pos = match *frame.get(pos)? {
+        0xc0 => pos + 3,
+        0xd0 => pos + 9,
+        _ => return None,
+    };
+    let (name_at, len) = match *frame.get(pos)? {
+        0xa1 => (pos + 2, usize::from(*frame.get(pos + 1)?)),
+        0xb1 => (pos + 5, be_u32(frame, pos + 1)?),
+        _ => return None,
+    };
+    if frame.get(name_at..name_at + len)? != from {
+        return None;
+    }
+    let handle = name_at + len;
+    let role_at = skip_value(frame, handle)?;
+    let role = match *frame.get(role_at)? {
+        0x41 => true,
+        0x42 => false,
+        0x56 => *frame.get(role_at + 1)? != 0,
+        _ => return None,
+    };
+    if role == receiver {
+        frame.get_mut(name_at..name_at + len)?.copy_from_slice(to);
+    }
+    Some(())
 }
 
 fn be_u32(frame: &[u8], pos: usize) -> Option<usize> {
