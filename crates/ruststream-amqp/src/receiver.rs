@@ -20,13 +20,13 @@ use fe2o3_amqp::link::receiver::TerminalDeliveryState;
 use fe2o3_amqp::link::{Receiver, RecvError};
 use fe2o3_amqp::session::SessionHandle;
 use fe2o3_amqp_types::definitions::{ReceiverSettleMode, SenderSettleMode};
-use fe2o3_amqp_types::messaging::{Accepted, Body, Modified, Rejected};
+use fe2o3_amqp_types::messaging::{Accepted, Body, Modified, Rejected, Released};
 use fe2o3_amqp_types::primitives::Value;
 use futures_core::Stream;
 use ruststream_core::{Address, Capabilities, ConsumeError, Delivery, Subscription, Tag};
 use tokio::sync::{mpsc, watch};
 
-use crate::acker::{AmqpAcker, Command, Outcome, Unsettled};
+use crate::acker::{AmqpAcker, Command, Outcome, Unsettled, Written};
 use crate::connection::Connector;
 use crate::credit::Credit;
 use crate::message::decode;
@@ -341,10 +341,11 @@ impl LinkTask {
         batch: &mut Vec<Command>,
     ) -> Result<(), String> {
         let current = self.link.load(Ordering::Acquire);
-        let mut groups: [(Outcome, Vec<DeliveryInfo>); 3] = [
-            (Outcome::Accepted, Vec::new()),
-            (Outcome::Rejected, Vec::new()),
-            (Outcome::Modified, Vec::new()),
+        let mut groups: [Group; 4] = [
+            Group::new(Outcome::Accepted),
+            Group::new(Outcome::Rejected),
+            Group::new(Outcome::Modified),
+            Group::new(Outcome::Released),
         ];
         let mut done = 0u32;
         for command in batch.drain(..) {
@@ -353,19 +354,29 @@ impl LinkTask {
                     link,
                     info,
                     outcome,
+                    written,
                 } => {
                     if link != current {
-                        continue; // a delivery of a lost link: the broker has it back
+                        // A delivery of a lost link: the broker has it back; its waiter
+                        // (dropped here) hears `Disconnected`.
+                        continue;
                     }
-                    if let Some((_, infos)) = groups.iter_mut().find(|(o, _)| *o == outcome) {
-                        infos.push(info);
+                    if let Some(group) = groups.iter_mut().find(|g| g.outcome == outcome) {
+                        group.infos.push(info);
+                        group.written.extend(written);
                     }
+                    // Released (abandoned) deliveries count too: their credit comes back.
                     done += 1;
                 }
                 Command::Taken(n) => done += n,
             }
         }
-        for (outcome, infos) in groups {
+        for Group {
+            outcome,
+            infos,
+            written,
+        } in groups
+        {
             if infos.is_empty() {
                 continue;
             }
@@ -377,12 +388,18 @@ impl LinkTask {
                     undeliverable_here: Some(false),
                     message_annotations: None,
                 }),
+                Outcome::Released => TerminalDeliveryState::Released(Released {}),
             };
             let result = match <[DeliveryInfo; 1]>::try_from(infos) {
                 Ok([info]) => receiver.dispose(info, state).await,
                 Err(infos) => receiver.dispose_all(infos, state).await,
             };
+            // On failure the waiters (dropped with the batch) hear `Disconnected`.
             result.map_err(|e| format!("disposition failed: {e}"))?;
+            // Handed to the session: settled as far as this side can tell.
+            for w in written {
+                let _ = w.send(());
+            }
         }
         if done > 0
             && let Some(grant) = self.credit.on_settled(done)
@@ -393,6 +410,23 @@ impl LinkTask {
                 .map_err(|e| format!("flow failed: {e}"))?;
         }
         Ok(())
+    }
+}
+
+/// The settlements of one batch with one outcome, and who waits for them.
+struct Group {
+    outcome: Outcome,
+    infos: Vec<DeliveryInfo>,
+    written: Vec<Written>,
+}
+
+impl Group {
+    fn new(outcome: Outcome) -> Self {
+        Self {
+            outcome,
+            infos: Vec::new(),
+            written: Vec::new(),
+        }
     }
 }
 
