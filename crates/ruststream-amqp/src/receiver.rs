@@ -23,7 +23,9 @@ use fe2o3_amqp_types::definitions::{ReceiverSettleMode, SenderSettleMode};
 use fe2o3_amqp_types::messaging::{Accepted, Body, Modified, Rejected, Released};
 use fe2o3_amqp_types::primitives::Value;
 use futures_core::Stream;
-use ruststream_core::{Address, Capabilities, ConsumeError, Delivery, Subscription, Tag};
+use ruststream_core::{
+    Address, Capabilities, ConsumeError, Delivery, RETRY_COUNT, Subscription, Tag,
+};
 use tokio::sync::{mpsc, watch};
 
 use crate::acker::{AmqpAcker, Command, Outcome, Unsettled, Written};
@@ -312,7 +314,10 @@ impl LinkTask {
             return d.with_defect(defect.unwrap_or_default());
         };
         let decoded = decode(message);
-        let retry_count = decoded.headers.retry_count();
+        // A copy the runtime published counts its attempts in its retry-count header;
+        // the broker's delivery-count of the copy is not read as well (one counter per
+        // delivery, SPEC §2).
+        let copy = decoded.headers.get(RETRY_COUNT).is_some();
         let mut d = Delivery::new(
             decoded.payload,
             decoded.headers,
@@ -322,11 +327,10 @@ impl LinkTask {
         );
         if self.spec.counts
             && self.spec.settle == Settle::AtLeastOnce
+            && !copy
             && let Some(count) = decoded.delivery_count
         {
-            // The broker counts from this message's arrival in the queue; a copy
-            // carries the attempts before it in its retry-count header.
-            d = d.with_broker_attempt(count.saturating_add(1).saturating_add(retry_count));
+            d = d.with_broker_attempt(count.saturating_add(1));
         }
         if let Some(reason) = decoded.defect {
             d = d.with_defect(reason);
