@@ -123,14 +123,14 @@ impl Connector {
             }
             match self.open().await {
                 Ok(connection) => {
-                    tracing::info!(container = %self.container_id, "amqp: connected");
+                    tracing::info!(host = %self.url.host, port = self.url.port, container = %self.container_id, "amqp: connected");
                     state.connection = Some(connection);
                     backoff = self.options.backoff_min;
                     continue;
                 }
                 Err(e) if !retry => return Err(e),
                 Err(e) => {
-                    tracing::warn!(error = %e, retry_in = ?backoff, "amqp: reconnect failed")
+                    tracing::warn!(host = %self.url.host, port = self.url.port, error = %e, retry_in = ?backoff, "amqp: reconnect failed")
                 }
             }
             tokio::select! {

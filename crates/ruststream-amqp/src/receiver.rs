@@ -174,7 +174,7 @@ impl LinkTask {
                 }
                 Stop::Lost(reason) => {
                     self.link.fetch_add(1, Ordering::AcqRel);
-                    tracing::warn!(link = %self.name, %reason, "amqp: link lost; re-attaching");
+                    tracing::warn!(address = %self.spec.address, link = %self.name, %reason, "amqp: link lost; re-attaching");
                     let _ = self.out.send(Err(ConsumeError(format!(
                         "link to {} lost ({reason}); re-attaching",
                         self.spec.source
@@ -186,7 +186,7 @@ impl LinkTask {
                             session = s;
                             receiver = r;
                             self.credit = Credit::new(self.spec.credit);
-                            tracing::info!(link = %self.name, "amqp: link re-attached");
+                            tracing::info!(address = %self.spec.address, link = %self.name, "amqp: link re-attached");
                         }
                         None => return,
                     }
@@ -209,7 +209,7 @@ impl LinkTask {
             match attach(&mut session, &self.name, &self.spec).await {
                 Ok(receiver) => return Some((session, receiver)),
                 Err(e) => {
-                    tracing::warn!(link = %self.name, error = %e, retry_in = ?backoff, "amqp: re-attach failed");
+                    tracing::warn!(address = %self.spec.address, link = %self.name, error = %e, retry_in = ?backoff, "amqp: re-attach failed");
                     let _ = tokio::time::timeout(Duration::from_secs(1), session.end()).await;
                 }
             }
