@@ -123,8 +123,20 @@ async fn inspect(
             }
         }
     }
+    if info.kind == "quorum"
+        && info.delivery_limit.is_none()
+        && let Some(n) = declaration.max_attempts
+        && i64::from(n.get()) - 1 > DEFAULT_QUORUM_LIMIT
+    {
+        tracing::warn!(queue = %name, max_attempts = n.get(),
+            "amqp: the queue has no x-delivery-limit; RabbitMQ 4 applies 20 unless a policy \
+             sets another, and drops (or dead-letters) a message before max_attempts");
+    }
     Ok(Some(info))
 }
+
+/// RabbitMQ 4's delivery limit of a quorum queue that sets none.
+const DEFAULT_QUORUM_LIMIT: i64 = 20;
 
 /// Whether `exchange` is bound to `queue` with `key`.
 async fn bound(

@@ -284,3 +284,103 @@ fn integer(v: &Value) -> Option<i64> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::num::NonZeroU32;
+
+    fn quorum(limit: Option<i64>, dlx: Option<&str>, dlrk: Option<&str>) -> QueueInfo {
+        QueueInfo {
+            kind: "quorum".into(),
+            delivery_limit: limit,
+            dlx: dlx.map(Into::into),
+            dlrk: dlrk.map(Into::into),
+        }
+    }
+
+    fn decl(n: u32, dead: Option<&str>) -> Declaration {
+        Declaration {
+            max_attempts: NonZeroU32::new(n),
+            dead_letter: dead.map(Address::from),
+            retry_to: None,
+        }
+    }
+
+    #[test]
+    fn facts_by_queue_type() {
+        let classic = QueueInfo {
+            kind: "classic".into(),
+            ..QueueInfo::default()
+        };
+        assert!(!classic.facts().counts && classic.facts().requeues);
+        assert!(quorum(None, None, None).facts().counts);
+        assert!(!quorum(Some(2), None, None).facts().dead_letters);
+        assert!(quorum(Some(2), Some(""), Some("d")).facts().dead_letters);
+        let stream = QueueInfo {
+            kind: "stream".into(),
+            ..QueueInfo::default()
+        };
+        assert!(!stream.facts().requeues && !stream.facts().counts);
+    }
+
+    #[test]
+    fn the_limit_is_max_attempts_minus_one() {
+        let q = quorum(Some(2), Some(""), Some("d"));
+        assert_eq!(check(&q, &decl(3, Some("d")), None), Check::Agrees);
+        assert!(matches!(
+            check(&q, &decl(2, Some("d")), None),
+            Check::Differs(_)
+        ));
+        // Without a dead-letter exchange only a limit that cuts the cap short differs.
+        let q = quorum(Some(10), None, None);
+        assert_eq!(check(&q, &decl(3, None), None), Check::Agrees);
+        assert!(matches!(
+            check(&q, &decl(12, None), None),
+            Check::Differs(_)
+        ));
+    }
+
+    #[test]
+    fn the_dead_letter_target_must_be_the_mounts() {
+        let q = quorum(Some(2), Some(""), Some("d"));
+        assert!(matches!(
+            check(&q, &decl(3, Some("e")), None),
+            Check::Differs(_)
+        ));
+        let q = quorum(Some(2), Some("dlx"), None);
+        assert_eq!(
+            check(&q, &decl(3, Some("d")), None),
+            Check::Binding("dlx".into(), "d".into())
+        );
+        assert_eq!(
+            check(&q, &decl(3, Some("/exchanges/dlx")), None),
+            Check::Agrees
+        );
+        assert!(matches!(
+            check(&q, &decl(3, Some("/exchanges/other")), None),
+            Check::Differs(_)
+        ));
+    }
+
+    #[test]
+    fn declared_arguments() {
+        let Value::Map(body) =
+            arguments(QueueType::Quorum, &decl(4, Some("/queues/a%20b"))).unwrap()
+        else {
+            panic!("not a map")
+        };
+        let Some(Value::Map(args)) = get(&body, "arguments") else {
+            panic!("no arguments")
+        };
+        assert_eq!(get(args, "x-delivery-limit"), Some(&Value::Long(3)));
+        assert_eq!(
+            get(args, "x-dead-letter-exchange"),
+            Some(&Value::String(String::new()))
+        );
+        assert_eq!(
+            get(args, "x-dead-letter-routing-key"),
+            Some(&Value::String("a b".into()))
+        );
+    }
+}

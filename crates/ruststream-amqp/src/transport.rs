@@ -521,6 +521,61 @@ mod tests {
         assert_eq!(decoded.0.len(), 1);
     }
 
+    fn attach(name: &[u8], role: u8) -> Vec<u8> {
+        let mut fields = vec![0xa1, u8::try_from(name.len()).unwrap()];
+        fields.extend_from_slice(name);
+        fields.extend_from_slice(&[0x52, 0x01, role]); // handle 1, role
+        let mut body = vec![0x00, 0x53, 0x12, 0xc0, 0, 3];
+        body[4] = u8::try_from(fields.len() + 1).unwrap();
+        body.extend_from_slice(&fields);
+        let mut frame = u32::try_from(body.len() + 8)
+            .unwrap()
+            .to_be_bytes()
+            .to_vec();
+        frame.extend_from_slice(&[0x02, 0x00, 0x00, 0x00]);
+        frame.extend_from_slice(&body);
+        frame
+    }
+
+    #[test]
+    fn the_pair_shares_one_name_on_the_wire() {
+        let pair = Pair::new("c-mgmt-s-1s");
+        assert_eq!(pair.receiving(), "c-mgmt-s-1r");
+        // Our receiving link's attach (role receiver) goes out under the sending name.
+        let mut out = attach(b"c-mgmt-s-1r", 0x41);
+        rename_attach(&mut out, &pair.receiving, &pair.sending, true);
+        assert_eq!(out, attach(b"c-mgmt-s-1s", 0x41));
+        // The broker's answer for it (role sender) comes back under the receiving name.
+        let mut back = attach(b"c-mgmt-s-1s", 0x42);
+        rename_attach(&mut back, &pair.sending, &pair.receiving, false);
+        assert_eq!(back, attach(b"c-mgmt-s-1r", 0x42));
+        // The sending link's attach and its answer keep their name; others are left.
+        for (frame, from, to, role) in [
+            (
+                attach(b"c-mgmt-s-1s", 0x42),
+                &pair.sending,
+                &pair.receiving,
+                true,
+            ),
+            (
+                attach(b"c-mgmt-s-1s", 0x41),
+                &pair.sending,
+                &pair.receiving,
+                false,
+            ),
+            (
+                attach(b"other-name-", 0x41),
+                &pair.receiving,
+                &pair.sending,
+                true,
+            ),
+        ] {
+            let mut f = frame.clone();
+            rename_attach(&mut f, from, to, role);
+            assert_eq!(f, frame);
+        }
+    }
+
     #[test]
     fn other_frames_are_untouched() {
         let map = [0xc1, 0x05, 0x02, 0xa3, 0x01, b'd', 0x41];

@@ -171,3 +171,20 @@ async fn a_missing_queue_is_named() {
     }
     broker.close().await;
 }
+
+#[tokio::test]
+async fn a_stream_neither_counts_nor_requeues() {
+    // Declared by the adapter (a stream takes no x-expires, so not in the topology).
+    let stream = unique("stream");
+    let broker = broker().await;
+    let options = SubscribeOptions::new().declare(QueueType::Stream);
+    let sub = subscribe(&broker, spec(&stream, options, Declaration::default())).await;
+    let c = sub.capabilities;
+    assert!(
+        c.settles && !c.requeues && !c.counts && !c.dead_letters,
+        "{c:?}"
+    );
+    drop(sub);
+    broker.close().await;
+    rabbitmq4(&["ctl", "-q", "delete_queue", &stream], None);
+}
