@@ -84,11 +84,18 @@ async fn inspect(
     match answer.status {
         200 => {}
         404 => return Err(SubscribeError::BadAddress(format!("no queue {name}"))),
-        status => {
+        status if options.declare.is_some() => {
             return Err(SubscribeError::Refused(format!(
                 "queue {name}: management answered {status}: {}",
                 answer.text()
             )));
+        }
+        status => {
+            // Not allowed to look (a user without access to management), or another
+            // answer: consuming may still be allowed; the defaults apply.
+            tracing::warn!(queue = %name, status, answer = %answer.text(),
+                "amqp: management did not describe the queue; using the default capabilities");
+            return Ok(None);
         }
     }
     let Some(info) = QueueInfo::parse(&answer.body) else {
