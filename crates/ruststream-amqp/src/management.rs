@@ -82,7 +82,7 @@ impl Management {
     }
 
     async fn open_inner(connector: &Connector) -> Result<Self, ManagementError> {
-        let sending = connector.link_name("mgmt-s");
+        let sending = format!("{}s", connector.link_name("mgmt"));
         let pair = Pair::new(&sending);
         let receiving = pair.receiving();
         let mut connection = connector
