@@ -188,3 +188,15 @@ async fn a_stream_neither_counts_nor_requeues() {
     broker.close().await;
     rabbitmq4(&["ctl", "-q", "delete_queue", &stream], None);
 }
+
+#[tokio::test]
+async fn options_set_by_the_user_win_over_what_was_found() {
+    let broker = broker().await;
+    let forced = SubscribeOptions::new().counts(true).dead_letters(true);
+    let sub = subscribe(&broker, spec(&q("classic"), forced, Declaration::default())).await;
+    assert!(sub.capabilities.counts && sub.capabilities.dead_letters);
+    let forced = SubscribeOptions::new().counts(false).dead_letters(false);
+    let sub = subscribe(&broker, spec(&q("selfdl"), forced, Declaration::default())).await;
+    assert!(!sub.capabilities.counts && !sub.capabilities.dead_letters);
+    broker.close().await;
+}
