@@ -17,7 +17,8 @@ use tokio::sync::{Mutex, watch};
 
 use crate::error::ConnectError;
 use crate::options::ConnectOptions;
-use crate::transport::{Pair, Patched, connect_tcp};
+use crate::pair::Pair;
+use crate::transport::{Patched, connect_tcp};
 use crate::url::BrokerUrl;
 
 const OPEN_TIMEOUT: Duration = Duration::from_secs(10);

@@ -162,6 +162,7 @@ mod facts;
 mod management;
 mod message;
 mod options;
+mod pair;
 mod publisher;
 mod queue;
 mod receiver;
