@@ -241,7 +241,12 @@ impl AmqpBroker {
         };
         let source = amqp_address(spec.address.as_str());
         let at_least_once = options.settle == Settle::AtLeastOnce;
-        let info = facts::find_out(&self.connector, &source, &options, &spec.declaration).await?;
+        // At most once nothing is counted or redelivered: only a declaration asks.
+        let info = if at_least_once || options.declare.is_some() {
+            facts::find_out(&self.connector, &source, &options, &spec.declaration).await?
+        } else {
+            None
+        };
         // Without a description: the documented defaults (a queue that does not count).
         let found = info.as_ref().map_or(
             queue::QueueFacts {
