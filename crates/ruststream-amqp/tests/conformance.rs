@@ -50,7 +50,8 @@ static TAKEN: [AtomicUsize; 4] = [const { AtomicUsize::new(0) }; 4];
 /// RabbitMQ 4 with one kind of queue, default options.
 struct Amqp {
     kind: Kind,
-    /// The self-dead-lettering pair this check uses, and how many addresses it took.
+    /// The self-dead-lettering pair this check uses (that kind only), and how many
+    /// addresses it took.
     pair: usize,
     handed: AtomicUsize,
 }
@@ -59,7 +60,10 @@ impl Amqp {
     fn new(kind: Kind) -> Self {
         Self {
             kind,
-            pair: TAKEN[kind as usize].fetch_add(1, Ordering::Relaxed),
+            pair: match kind {
+                Kind::SelfDl => TAKEN[2].fetch_add(1, Ordering::Relaxed),
+                _ => 0,
+            },
             handed: AtomicUsize::new(0),
         }
     }
