@@ -68,3 +68,19 @@ async fn publishing_to_a_missing_queue_names_it_and_keeps_the_connection() {
     }
     broker.close().await;
 }
+
+#[tokio::test]
+async fn publishing_to_a_missing_exchange_names_it() {
+    let broker = broker().await;
+    let exchange = format!("/exchanges/{}", unique("no-exchange"));
+    let err = broker
+        .publisher()
+        .publish(exchange.as_str().into(), Message::new("x"))
+        .await
+        .expect_err("no such exchange");
+    assert!(
+        matches!(&err.kind, PublishErrorKind::BadAddress(why) if why.contains(&exchange)),
+        "{err:?}"
+    );
+    broker.close().await;
+}
