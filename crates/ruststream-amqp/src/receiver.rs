@@ -3,8 +3,10 @@
 //! The task owns the fe2o3 `Receiver`. It waits on three things at once, in this order
 //! of priority: the broker closing, settlements from the [`AmqpAcker`], and new
 //! transfers. Settlements never wait for a transfer to arrive (`recv` is cancel-safe),
-//! and those that are queued together go out as ranged dispositions, one per outcome.
-//! When the link or the connection is lost, the task re-attaches (reconnecting with
+//! and those that are queued together go out as ranged dispositions, one per outcome;
+//! once fe2o3's session has taken a disposition, the settlements' waiters are told
+//! (dropped untold, they hear `AckError::Disconnected`). Released (abandoned) deliveries
+//! count as settled for the credit window. When the link or the connection is lost, the task re-attaches (reconnecting with
 //! back-off) and the stream goes on; deliveries of the lost link come back from the
 //! broker, and settling one of them fails with `AckError::Disconnected`.
 
