@@ -157,11 +157,6 @@ fn payload(i: usize) -> String {
     format!("{head}{}\"}}", "x".repeat(pad))
 }
 
-/// Whether the queue counts `modified` (a RabbitMQ 4.0 classic queue does not).
-fn counts(queue: &str) -> bool {
-    queue != "rs.classic"
-}
-
 async fn fill(broker: &AmqpBroker, queue: &str, n: usize) -> Result<(), Error> {
     let publisher = broker.amqp_publisher();
     let to: ruststream_core::Address = queue.into();
@@ -259,8 +254,7 @@ async fn raw(url: &str, queue: &str, n: usize, batched: bool) -> Result<Measure,
 async fn adapter(url: &str, queue: &str, n: usize) -> Result<Measure, Error> {
     let broker = AmqpBroker::connect(url).await?;
     let mut spec = SubscribeSpec::new(queue);
-    spec.options
-        .insert(SubscribeOptions::new().credit(CREDIT).counts(counts(queue)));
+    spec.options.insert(SubscribeOptions::new().credit(CREDIT));
     let mut sub = broker.subscribe(spec).await?;
     let start = Mark::start();
     for _ in 0..n {
@@ -297,8 +291,7 @@ struct Progress {
 async fn framework(url: &str, queue: &str, n: usize) -> Result<Measure, Error> {
     let broker = AmqpBroker::connect(url).await?;
     let progress = Arc::new(Progress::default());
-    let mount =
-        Mount::new(queue).option(SubscribeOptions::new().credit(CREDIT).counts(counts(queue)));
+    let mount = Mount::new(queue).option(SubscribeOptions::new().credit(CREDIT));
     let (on_start, on_settle) = (progress.clone(), progress.clone());
     let app = App::with_broker(Arc::new(broker))
         .mount(mount, handle)

@@ -7,21 +7,37 @@
 //! | `Requeue` | `modified{delivery-failed: true, undeliverable-here: false}`, never `released` |
 //! | `Remove` | `accepted`: the original is replaced by a copy, and `rejected` would also set off the broker's own dead-lettering |
 //! | `RequeueAfter` | `AckError::Unsupported` (AMQP has no delayed redelivery; never asked) |
+//! | abandoned (dropped unsettled) | `released`: back to the queue now, not counted |
 //!
 //! At-most-once subscriptions settle nothing: every settlement is `AckError::Unsupported`.
 //!
 //! Settling does not wait behind the receive loop: the settlement goes on a channel the
 //! link task reads with priority over new transfers, and settlements that arrive
-//! together go out as ranged dispositions. The returned [`Settling`] is complete once
-//! the settlement is queued; a settlement for a delivery of a link that has since been
-//! lost fails with `AckError::Disconnected` (the broker gives that delivery back).
+//! together go out as ranged dispositions. The returned [`Settling`] completes once the
+//! link task has handed the disposition to the session (fe2o3-amqp's writer), not when
+//! it is merely queued; a settlement whose link is lost first — a delivery of a link
+//! that has been re-attached since, a disposition the session no longer takes, one
+//! dropped with the link — fails with `AckError::Disconnected` (the broker gives that
+//! delivery back).
+//!
+//! An abandoned delivery (the runtime drops it unsettled: `fail_fast`, a copy that could
+//! not be published, a handler abandoned at shutdown) is `released`: the broker delivers
+//! it again now and its credit comes back. `released` and not `modified`: the delivery
+//! is given back because the service could not finish with it, not because the message
+//! failed, so it does not use up one of the queue's attempts (a quorum queue's
+//! `x-delivery-limit` would otherwise drop or dead-letter a message whose dead letter
+//! could not be published).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use fe2o3_amqp::link::delivery::DeliveryInfo;
 use ruststream_core::{AckError, Acker, Message, Settlement, Settling, Tag};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
+
+/// Told when a settlement's disposition was handed to the session; dropped unsent when
+/// it was not (the link was lost).
+pub(crate) type Written = oneshot::Sender<()>;
 
 /// The disposition outcome a settlement becomes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,6 +45,8 @@ pub(crate) enum Outcome {
     Accepted,
     Rejected,
     Modified,
+    /// Given back unprocessed (an abandoned delivery).
+    Released,
 }
 
 impl Outcome {
@@ -51,6 +69,8 @@ pub(crate) enum Command {
         link: u64,
         info: DeliveryInfo,
         outcome: Outcome,
+        /// `None` for an abandoned delivery: nobody waits.
+        written: Option<Written>,
     },
     /// At-most-once: the stream handed out this many deliveries.
     Taken(u32),
@@ -95,23 +115,48 @@ impl Acker for AmqpAcker {
         let Some(outcome) = Outcome::of(settlement) else {
             return Settling::done(Err(AckError::Unsupported));
         };
-        let Tag::Other(any) = tag else {
+        let Some(Unsettled { link, info }) = unsettled(tag) else {
             return Settling::done(Err(AckError::Refused("not an amqp delivery tag".into())));
         };
-        let Ok(unsettled) = any.downcast::<Unsettled>() else {
-            return Settling::done(Err(AckError::Refused("not an amqp delivery tag".into())));
-        };
-        let Unsettled { link, info } = *unsettled;
         if link != self.link.load(Ordering::Acquire) {
             return Settling::done(Err(AckError::Disconnected));
         }
+        let (written, done) = oneshot::channel();
         let sent = self.commands.send(Command::Settle {
             link,
             info,
             outcome,
+            written: Some(written),
         });
-        Settling::done(sent.map_err(|_| AckError::Disconnected))
+        if sent.is_err() {
+            return Settling::done(Err(AckError::Disconnected));
+        }
+        Settling::pending(async move { done.await.map_err(|_| AckError::Disconnected) })
     }
+
+    fn abandon(&self, tag: Tag, _message: Message) {
+        if !self.settles {
+            return; // pre-settled: the broker let go of it already
+        }
+        let Some(Unsettled { link, info }) = unsettled(tag) else {
+            return;
+        };
+        if link != self.link.load(Ordering::Acquire) {
+            return; // its link is gone: the broker has it back
+        }
+        tracing::debug!("amqp: abandoned delivery released");
+        let _ = self.commands.send(Command::Settle {
+            link,
+            info,
+            outcome: Outcome::Released,
+            written: None,
+        });
+    }
+}
+
+fn unsettled(tag: Tag) -> Option<Unsettled> {
+    let Tag::Other(any) = tag else { return None };
+    any.downcast::<Unsettled>().ok().map(|u| *u)
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ use tokio::sync::{Mutex, watch};
 
 use crate::error::ConnectError;
 use crate::options::ConnectOptions;
+use crate::pair::Pair;
 use crate::transport::{Patched, connect_tcp};
 use crate::url::BrokerUrl;
 
@@ -123,14 +124,14 @@ impl Connector {
             }
             match self.open().await {
                 Ok(connection) => {
-                    tracing::info!(container = %self.container_id, "amqp: connected");
+                    tracing::info!(host = %self.url.host, port = self.url.port, container = %self.container_id, "amqp: connected");
                     state.connection = Some(connection);
                     backoff = self.options.backoff_min;
                     continue;
                 }
                 Err(e) if !retry => return Err(e),
                 Err(e) => {
-                    tracing::warn!(error = %e, retry_in = ?backoff, "amqp: reconnect failed")
+                    tracing::warn!(host = %self.url.host, port = self.url.port, error = %e, retry_in = ?backoff, "amqp: reconnect failed")
                 }
             }
             tokio::select! {
@@ -142,6 +143,21 @@ impl Connector {
     }
 
     async fn open(&self) -> Result<ConnectionHandle<()>, ConnectError> {
+        self.open_with(None).await
+    }
+
+    /// A connection of its own for a management link pair (see [`crate::management`]).
+    pub(crate) async fn open_management(
+        &self,
+        pair: Pair,
+    ) -> Result<ConnectionHandle<()>, ConnectError> {
+        if self.is_closed() {
+            return Err(ConnectError::Closed);
+        }
+        self.open_with(Some(pair)).await
+    }
+
+    async fn open_with(&self, pair: Option<Pair>) -> Result<ConnectionHandle<()>, ConnectError> {
         let open = async {
             let tcp = connect_tcp(&self.url.host, self.url.port).await?;
             let hostname = self.url.vhost.as_ref().map(|v| format!("vhost:{v}"));
@@ -166,12 +182,12 @@ impl Connector {
                 let addr = format!("{}:{}", self.url.host, self.url.port);
                 let stream = tls.handshake(tcp, &addr).await?;
                 return builder
-                    .open_with_stream(Patched::new(stream))
+                    .open_with_stream(wrap(stream, pair))
                     .await
                     .map_err(|e| ConnectError::Open(e.to_string()));
             }
             builder
-                .open_with_stream(Patched::new(tcp))
+                .open_with_stream(wrap(tcp, pair))
                 .await
                 .map_err(|e| ConnectError::Open(e.to_string()))
         };
@@ -193,5 +209,13 @@ impl Connector {
     /// Signals closing without waiting for the connection.
     pub(crate) fn begin_close(&self) {
         self.closed.send_replace(true);
+    }
+}
+
+/// The stream a connection speaks over: `pair` renamed on the wire when given.
+fn wrap<S>(stream: S, pair: Option<Pair>) -> Patched<S> {
+    match pair {
+        Some(pair) => Patched::paired(stream, pair),
+        None => Patched::new(stream),
     }
 }

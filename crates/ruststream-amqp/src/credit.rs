@@ -6,7 +6,8 @@
 //! `delivery-count`): `n` minus what the service still holds. So the sender never runs
 //! dry while the service keeps settling, is never more than one window ahead of the
 //! last grant, and the service never holds more than `n` deliveries: a delivery it
-//! still holds does not give its credit back.
+//! still holds does not give its credit back. An abandoned delivery (`released`) counts
+//! as settled: its credit comes back.
 
 /// The credit bookkeeping of one attached link.
 #[derive(Clone, Debug)]

@@ -23,17 +23,50 @@
 //! | `Reject` | `rejected` | its dead-letter policy decides |
 //! | `Requeue` | `modified{delivery-failed, !undeliverable-here}` | back to the queue, `delivery-count` + 1 (quorum queues) |
 //! | `Remove` | `accepted` | a copy replaced it: `accepted` does not also dead-letter it |
+//! | abandoned | `released` | back to the queue now, not counted; its credit comes back |
 //! | none | — | back to the queue when the link detaches |
 //!
 //! `RequeueAfter` is never asked: AMQP has no delayed redelivery, the runtime copies.
 //! With [`Settle::AtMostOnce`] deliveries come pre-settled and every settlement is
 //! `AckError::Unsupported`.
 //!
-//! Capabilities: at-least-once settles, requeues and counts (unless the queue does not
-//! count `modified`, see [`SubscribeOptions::counts`]), and dead-letters itself only when
-//! declared with [`SubscribeOptions::dead_letters`]; at-most-once can do none of it. A
-//! delivery's broker attempt is `delivery-count + 1` (plus the retry count of a copy)
-//! and is set only when the message has a header section.
+//! A settlement is done (its `Settling` completes, `after_settle` hooks run) once its
+//! disposition is handed to the session, not when it is queued for the link task; one
+//! whose link is lost first is `AckError::Disconnected`. A delivery the runtime drops
+//! unsettled (abandons: `fail_fast`, a copy it could not publish, shutdown) is
+//! `released`: delivered again now, without using up an attempt of the queue.
+//!
+//! A delivery's broker attempt is `delivery-count + 1` where the queue counts and the
+//! message has a header section; a copy the runtime published (it carries
+//! `x-ruststream-retry-count`) is counted by that header alone.
+//!
+//! # Queues
+//!
+//! At subscribe the adapter asks RabbitMQ 4's management node (`GET /queues/{name}`,
+//! HTTP over AMQP) what the queue is, and declares the capabilities from it: a classic
+//! queue does not count `modified` (capped retries are copies), a quorum queue counts,
+//! and dead-letters itself when it has `x-delivery-limit` and `x-dead-letter-exchange`;
+//! a stream neither counts nor redelivers. A queue that disagrees with the mount (a
+//! delivery limit other than `max_attempts − 1` where the broker enforces it, a
+//! dead-letter target other than `dead_letter`, a limit that would drop messages before
+//! the cap) is refused with `SubscribeError::BadOption`; a missing queue is
+//! `SubscribeError::BadAddress`. [`SubscribeOptions::declare`] makes a missing queue
+//! from the mount's declaration. A broker without the management node gets the
+//! defaults (no counting, no dead-lettering), logged; [`SubscribeOptions::counts`] and
+//! [`SubscribeOptions::dead_letters`] override what was found.
+//!
+//! ```no_run
+//! use ruststream_amqp::{QueueType, SubscribeOptions};
+//! use ruststream_core::{Address, SubscribeSpec};
+//! use std::num::NonZeroU32;
+//!
+//! // A quorum queue that enforces max_attempts(3) and the dead letter itself:
+//! // made with x-delivery-limit 2 and the default exchange keyed to "orders-dead".
+//! let mut spec = SubscribeSpec::new("orders");
+//! spec.declaration.max_attempts = NonZeroU32::new(3);
+//! spec.declaration.dead_letter = Some(Address::from("orders-dead"));
+//! spec.options.insert(SubscribeOptions::new().declare(QueueType::Quorum));
+//! ```
 //!
 //! # Flow control
 //!
@@ -55,7 +88,9 @@
 //! # Known limits (fe2o3-amqp 0.18)
 //!
 //! * RabbitMQ's management node needs two links of the same name on one session, which
-//!   fe2o3 refuses: queue counting is declared ([`SubscribeOptions::counts`]), not detected.
+//!   fe2o3 refuses: the management link pair gets a connection of its own (opened at
+//!   subscribe, closed after) whose stream gives the receiving link the sending link's
+//!   name on the wire (one byte of the attach frame, both ways).
 //! * Dead-lettered messages (`x-opt-deaths`, an array of maps) do not decode in fe2o3;
 //!   the crate patches that annotation on the wire into an array of binaries (under
 //!   `amqps://` too: the patch reads the frames inside TLS).
@@ -123,9 +158,13 @@ mod address;
 mod connection;
 mod credit;
 mod error;
+mod facts;
+mod management;
 mod message;
 mod options;
+mod pair;
 mod publisher;
+mod queue;
 mod receiver;
 #[cfg(feature = "tls")]
 mod tls;
@@ -143,6 +182,7 @@ pub use address::amqp_address;
 pub use error::ConnectError;
 pub use options::{ConnectOptions, DEFAULT_CREDIT, Settle, SubscribeOptions};
 pub use publisher::AmqpPublisher;
+pub use queue::QueueType;
 /// The rustls this crate does TLS with (feature `tls`), for
 /// [`ConnectOptions::tls_client_config`].
 #[cfg(feature = "tls")]
@@ -201,19 +241,46 @@ impl AmqpBroker {
         };
         let source = amqp_address(spec.address.as_str());
         let at_least_once = options.settle == Settle::AtLeastOnce;
-        let counts = at_least_once && options.counts;
+        // At most once nothing is counted or redelivered: only a declaration asks.
+        let info = if at_least_once || options.declare.is_some() {
+            facts::find_out(&self.connector, &source, &options, &spec.declaration).await?
+        } else {
+            None
+        };
+        // Without a description: the documented defaults (a queue that does not count).
+        let found = info.as_ref().map_or(
+            queue::QueueFacts {
+                counts: false,
+                requeues: true,
+                dead_letters: false,
+            },
+            queue::QueueInfo::facts,
+        );
+        let counts = at_least_once && options.counts.unwrap_or(found.counts);
         let capabilities = if at_least_once {
             Capabilities {
                 settles: true,
-                requeues: true,
+                requeues: found.requeues,
                 counts,
                 delays: false,
                 max_delay: None,
-                dead_letters: options.dead_letters,
+                dead_letters: options.dead_letters.unwrap_or(found.dead_letters),
             }
         } else {
             Capabilities::NONE
         };
+        match &info {
+            Some(q) => tracing::info!(
+                address = %spec.address, kind = %q.kind, delivery_limit = ?q.delivery_limit,
+                dead_letter_exchange = ?q.dlx, counts = capabilities.counts,
+                dead_letters = capabilities.dead_letters, "amqp: subscribing to queue"
+            ),
+            None => tracing::info!(
+                address = %spec.address, counts = capabilities.counts,
+                dead_letters = capabilities.dead_letters,
+                "amqp: subscribing (queue not described)"
+            ),
+        }
         let link = LinkSpec {
             address: spec.address.clone(),
             source,

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::queue::QueueType;
+
 /// The default link credit of a subscription (SPEC §3).
 pub const DEFAULT_CREDIT: u32 = 256;
 
@@ -19,19 +21,24 @@ pub enum Settle {
 /// Options of one AMQP subscription, put in `SubscribeSpec::options`.
 ///
 /// ```
-/// use ruststream_amqp::{Settle, SubscribeOptions};
+/// use ruststream_amqp::{QueueType, Settle, SubscribeOptions};
 /// use ruststream_core::SubscribeSpec;
 ///
 /// let mut spec = SubscribeSpec::new("/queues/orders");
-/// spec.options.insert(SubscribeOptions::new().credit(64).counts(false));
+/// spec.options.insert(SubscribeOptions::new().credit(64).declare(QueueType::Quorum));
 /// # let _ = Settle::AtMostOnce;
 /// ```
+///
+/// Whether the queue counts deliveries and dead-letters by itself is found out from
+/// RabbitMQ at subscribe (see [Queues](crate#queues)); [`counts`](Self::counts) and
+/// [`dead_letters`](Self::dead_letters) override what was found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SubscribeOptions {
     pub(crate) credit: u32,
     pub(crate) settle: Settle,
-    pub(crate) counts: bool,
-    pub(crate) dead_letters: bool,
+    pub(crate) counts: Option<bool>,
+    pub(crate) dead_letters: Option<bool>,
+    pub(crate) declare: Option<QueueType>,
 }
 
 impl Default for SubscribeOptions {
@@ -41,13 +48,15 @@ impl Default for SubscribeOptions {
 }
 
 impl SubscribeOptions {
-    /// Credit 256, at-least-once, a counting queue, no broker-side dead-lettering.
+    /// Credit 256, at-least-once; counting and dead-lettering as the queue does them;
+    /// no declaration.
     pub const fn new() -> Self {
         Self {
             credit: DEFAULT_CREDIT,
             settle: Settle::AtLeastOnce,
-            counts: true,
-            dead_letters: false,
+            counts: None,
+            dead_letters: None,
+            declare: None,
         }
     }
 
@@ -65,19 +74,33 @@ impl SubscribeOptions {
     }
 
     /// Whether the queue counts `modified{delivery-failed}` in the header's
-    /// `delivery-count` (default `true`: quorum queues, ActiveMQ Artemis). Set `false`
-    /// for a RabbitMQ 4.0 classic queue or a stream, whose count stays 0: then a capped
-    /// `retry()` is carried by copies with `x-ruststream-retry-count`, and ends at the cap.
+    /// `delivery-count`, overriding what was found out (RabbitMQ 4: quorum queues count,
+    /// classic queues and streams do not; a broker without RabbitMQ's management node:
+    /// not counting). Where it does not count, a capped `retry()` is carried by copies
+    /// with `x-ruststream-retry-count`, and ends at the cap. Set `true` only for a queue
+    /// that counts (ActiveMQ Artemis): on one that does not, a capped `retry()` never ends.
     pub const fn counts(mut self, counts: bool) -> Self {
-        self.counts = counts;
+        self.counts = Some(counts);
         self
     }
 
-    /// Declares that the queue enforces the attempt cap and the dead letter itself (a
-    /// quorum queue with `x-delivery-limit` and a dead-letter exchange). Retries are then
-    /// always given back to the broker with `modified`, which moves spent deliveries.
+    /// Whether the queue enforces the attempt cap and the dead letter itself, overriding
+    /// what was found out (RabbitMQ 4: a quorum queue with `x-delivery-limit` and a
+    /// dead-letter exchange). Retries are then always given back to the broker with
+    /// `modified`, which moves spent deliveries.
     pub const fn dead_letters(mut self, dead_letters: bool) -> Self {
-        self.dead_letters = dead_letters;
+        self.dead_letters = Some(dead_letters);
+        self
+    }
+
+    /// Makes the queue at subscribe if it does not exist (RabbitMQ 4, through its
+    /// management node): durable, of type `kind`, with `x-delivery-limit`
+    /// `max_attempts − 1` (quorum) and the mount's dead letter as
+    /// `x-dead-letter-exchange` / `x-dead-letter-routing-key`. A queue that exists
+    /// already must agree with the declaration, or the subscription is refused with
+    /// `SubscribeError::BadOption` naming the difference.
+    pub const fn declare(mut self, kind: QueueType) -> Self {
+        self.declare = Some(kind);
         self
     }
 }

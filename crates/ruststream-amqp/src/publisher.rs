@@ -12,9 +12,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fe2o3_amqp::link::delivery::Sendable;
-use fe2o3_amqp::link::{SendError, Sender, SenderAttachError};
+use fe2o3_amqp::link::{SendError, Sender, SenderAttachError, SessionStopReason};
 use fe2o3_amqp::session::SessionHandle;
 use fe2o3_amqp_types::definitions::SenderSettleMode;
+use fe2o3_amqp_types::definitions::{AmqpError, ErrorCondition};
 use fe2o3_amqp_types::messaging::{Data, Outcome};
 use ruststream_core::{Address, BoxFuture, Message, Publish, PublishError, PublishErrorKind};
 use tokio::sync::Mutex;
@@ -66,7 +67,7 @@ impl AmqpPublisher {
         let deadline = tokio::time::Instant::now() + self.connector.options.publish_timeout;
         let mut backoff = self.connector.options.backoff_min;
         loop {
-            let attempt = tokio::time::timeout_at(deadline, self.attempt(&target, &amqp)).await;
+            let attempt = tokio::time::timeout_at(deadline, self.attempt(to, &target, &amqp)).await;
             let reason = match attempt {
                 Ok(Ok(())) => return Ok(()),
                 Ok(Err(Failure::Fail(kind))) => return Err(fail(kind)),
@@ -94,12 +95,17 @@ impl AmqpPublisher {
         links.entry(target.to_owned()).or_default().clone()
     }
 
-    async fn attempt(&self, target: &str, amqp: &Sendable<Data>) -> Result<(), Failure> {
+    async fn attempt(
+        &self,
+        to: &Address,
+        target: &str,
+        amqp: &Sendable<Data>,
+    ) -> Result<(), Failure> {
         let link = self.link(target);
         let delivery = {
             let mut slot = link.lock().await;
             if slot.is_none() {
-                *slot = Some(self.attach(target).await?);
+                *slot = Some(self.attach(to, target).await?);
             }
             let sender = slot.as_mut().ok_or(Failure::Retry("no link".into()))?;
             match sender.send_batchable_ref(amqp).await {
@@ -131,7 +137,7 @@ impl AmqpPublisher {
         }
     }
 
-    async fn attach(&self, target: &str) -> Result<Sender, Failure> {
+    async fn attach(&self, to: &Address, target: &str) -> Result<Sender, Failure> {
         let mut session = self.session.lock().await;
         for _ in 0..2 {
             if session.is_none() {
@@ -150,9 +156,20 @@ impl AmqpPublisher {
                 .await;
             match attached {
                 Ok(sender) => return Ok(sender),
+                Err(SenderAttachError::SessionStopped(
+                    SessionStopReason::RemoteEndedWithError(error),
+                )) if error.condition == ErrorCondition::AmqpError(AmqpError::NotFound) => {
+                    // RabbitMQ 4 ends the session over an address it does not have; the
+                    // connection stays. The next attach begins a new session.
+                    *session = None;
+                    let why = error.description.unwrap_or_else(|| "not found".into());
+                    return Err(Failure::Fail(PublishErrorKind::BadAddress(format!(
+                        "{to}: {why}"
+                    ))));
+                }
                 Err(e) if is_refusal(&e) => {
                     return Err(Failure::Fail(PublishErrorKind::BadAddress(format!(
-                        "{target}: {e}"
+                        "{to}: {e}"
                     ))));
                 }
                 Err(e) => {

@@ -3,8 +3,10 @@
 //! The task owns the fe2o3 `Receiver`. It waits on three things at once, in this order
 //! of priority: the broker closing, settlements from the [`AmqpAcker`], and new
 //! transfers. Settlements never wait for a transfer to arrive (`recv` is cancel-safe),
-//! and those that are queued together go out as ranged dispositions, one per outcome.
-//! When the link or the connection is lost, the task re-attaches (reconnecting with
+//! and those that are queued together go out as ranged dispositions, one per outcome;
+//! once fe2o3's session has taken a disposition, the settlements' waiters are told
+//! (dropped untold, they hear `AckError::Disconnected`). Released (abandoned) deliveries
+//! count as settled for the credit window. When the link or the connection is lost, the task re-attaches (reconnecting with
 //! back-off) and the stream goes on; deliveries of the lost link come back from the
 //! broker, and settling one of them fails with `AckError::Disconnected`.
 
@@ -20,13 +22,15 @@ use fe2o3_amqp::link::receiver::TerminalDeliveryState;
 use fe2o3_amqp::link::{Receiver, RecvError};
 use fe2o3_amqp::session::SessionHandle;
 use fe2o3_amqp_types::definitions::{ReceiverSettleMode, SenderSettleMode};
-use fe2o3_amqp_types::messaging::{Accepted, Body, Modified, Rejected};
+use fe2o3_amqp_types::messaging::{Accepted, Body, Modified, Rejected, Released};
 use fe2o3_amqp_types::primitives::Value;
 use futures_core::Stream;
-use ruststream_core::{Address, Capabilities, ConsumeError, Delivery, Subscription, Tag};
+use ruststream_core::{
+    Address, Capabilities, ConsumeError, Delivery, RETRY_COUNT, Subscription, Tag,
+};
 use tokio::sync::{mpsc, watch};
 
-use crate::acker::{AmqpAcker, Command, Outcome, Unsettled};
+use crate::acker::{AmqpAcker, Command, Outcome, Unsettled, Written};
 use crate::connection::Connector;
 use crate::credit::Credit;
 use crate::message::decode;
@@ -172,7 +176,7 @@ impl LinkTask {
                 }
                 Stop::Lost(reason) => {
                     self.link.fetch_add(1, Ordering::AcqRel);
-                    tracing::warn!(link = %self.name, %reason, "amqp: link lost; re-attaching");
+                    tracing::warn!(address = %self.spec.address, link = %self.name, %reason, "amqp: link lost; re-attaching");
                     let _ = self.out.send(Err(ConsumeError(format!(
                         "link to {} lost ({reason}); re-attaching",
                         self.spec.source
@@ -184,7 +188,7 @@ impl LinkTask {
                             session = s;
                             receiver = r;
                             self.credit = Credit::new(self.spec.credit);
-                            tracing::info!(link = %self.name, "amqp: link re-attached");
+                            tracing::info!(address = %self.spec.address, link = %self.name, "amqp: link re-attached");
                         }
                         None => return,
                     }
@@ -207,7 +211,7 @@ impl LinkTask {
             match attach(&mut session, &self.name, &self.spec).await {
                 Ok(receiver) => return Some((session, receiver)),
                 Err(e) => {
-                    tracing::warn!(link = %self.name, error = %e, retry_in = ?backoff, "amqp: re-attach failed");
+                    tracing::warn!(address = %self.spec.address, link = %self.name, error = %e, retry_in = ?backoff, "amqp: re-attach failed");
                     let _ = tokio::time::timeout(Duration::from_secs(1), session.end()).await;
                 }
             }
@@ -312,7 +316,10 @@ impl LinkTask {
             return d.with_defect(defect.unwrap_or_default());
         };
         let decoded = decode(message);
-        let retry_count = decoded.headers.retry_count();
+        // A copy the runtime published counts its attempts in its retry-count header;
+        // the broker's delivery-count of the copy is not read as well (one counter per
+        // delivery, SPEC §2).
+        let copy = decoded.headers.get(RETRY_COUNT).is_some();
         let mut d = Delivery::new(
             decoded.payload,
             decoded.headers,
@@ -322,11 +329,10 @@ impl LinkTask {
         );
         if self.spec.counts
             && self.spec.settle == Settle::AtLeastOnce
+            && !copy
             && let Some(count) = decoded.delivery_count
         {
-            // The broker counts from this message's arrival in the queue; a copy
-            // carries the attempts before it in its retry-count header.
-            d = d.with_broker_attempt(count.saturating_add(1).saturating_add(retry_count));
+            d = d.with_broker_attempt(count.saturating_add(1));
         }
         if let Some(reason) = decoded.defect {
             d = d.with_defect(reason);
@@ -341,10 +347,11 @@ impl LinkTask {
         batch: &mut Vec<Command>,
     ) -> Result<(), String> {
         let current = self.link.load(Ordering::Acquire);
-        let mut groups: [(Outcome, Vec<DeliveryInfo>); 3] = [
-            (Outcome::Accepted, Vec::new()),
-            (Outcome::Rejected, Vec::new()),
-            (Outcome::Modified, Vec::new()),
+        let mut groups: [Group; 4] = [
+            Group::new(Outcome::Accepted),
+            Group::new(Outcome::Rejected),
+            Group::new(Outcome::Modified),
+            Group::new(Outcome::Released),
         ];
         let mut done = 0u32;
         for command in batch.drain(..) {
@@ -353,19 +360,29 @@ impl LinkTask {
                     link,
                     info,
                     outcome,
+                    written,
                 } => {
                     if link != current {
-                        continue; // a delivery of a lost link: the broker has it back
+                        // A delivery of a lost link: the broker has it back; its waiter
+                        // (dropped here) hears `Disconnected`.
+                        continue;
                     }
-                    if let Some((_, infos)) = groups.iter_mut().find(|(o, _)| *o == outcome) {
-                        infos.push(info);
+                    if let Some(group) = groups.iter_mut().find(|g| g.outcome == outcome) {
+                        group.infos.push(info);
+                        group.written.extend(written);
                     }
+                    // Released (abandoned) deliveries count too: their credit comes back.
                     done += 1;
                 }
                 Command::Taken(n) => done += n,
             }
         }
-        for (outcome, infos) in groups {
+        for Group {
+            outcome,
+            infos,
+            written,
+        } in groups
+        {
             if infos.is_empty() {
                 continue;
             }
@@ -377,12 +394,18 @@ impl LinkTask {
                     undeliverable_here: Some(false),
                     message_annotations: None,
                 }),
+                Outcome::Released => TerminalDeliveryState::Released(Released {}),
             };
             let result = match <[DeliveryInfo; 1]>::try_from(infos) {
                 Ok([info]) => receiver.dispose(info, state).await,
                 Err(infos) => receiver.dispose_all(infos, state).await,
             };
+            // On failure the waiters (dropped with the batch) hear `Disconnected`.
             result.map_err(|e| format!("disposition failed: {e}"))?;
+            // Handed to the session: settled as far as this side can tell.
+            for w in written {
+                let _ = w.send(());
+            }
         }
         if done > 0
             && let Some(grant) = self.credit.on_settled(done)
@@ -393,6 +416,23 @@ impl LinkTask {
                 .map_err(|e| format!("flow failed: {e}"))?;
         }
         Ok(())
+    }
+}
+
+/// The settlements of one batch with one outcome, and who waits for them.
+struct Group {
+    outcome: Outcome,
+    infos: Vec<DeliveryInfo>,
+    written: Vec<Written>,
+}
+
+impl Group {
+    fn new(outcome: Outcome) -> Self {
+        Self {
+            outcome,
+            infos: Vec::new(),
+            written: Vec::new(),
+        }
     }
 }
 

@@ -21,6 +21,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
 use crate::error::ConnectError;
+use crate::pair::{Pair, rename_attach};
 
 /// Frames larger than this are passed through without looking at them.
 const MAX_PATCHED_FRAME: usize = 64 << 20;
@@ -52,6 +53,8 @@ pub(crate) struct Patched<S> {
     /// Something did not look like AMQP framing: pass everything through.
     passthrough: bool,
     scratch: Box<[u8]>,
+    /// A management link pair whose two links get one name on the wire.
+    pair: Option<Box<Pair>>,
 }
 
 impl<S> Patched<S> {
@@ -62,7 +65,15 @@ impl<S> Patched<S> {
             ready: 0,
             passthrough: false,
             scratch: vec![0; READ_CHUNK].into_boxed_slice(),
+            pair: None,
         }
+    }
+
+    /// A stream for a management connection: `pair` is renamed on the wire.
+    pub(crate) fn paired(inner: S, pair: Pair) -> Self {
+        let mut s = Self::new(inner);
+        s.pair = Some(Box::new(pair));
+        s
     }
 
     /// Marks every complete frame (or protocol header) in the buffer ready, patching it.
@@ -89,7 +100,12 @@ impl<S> Patched<S> {
                 return;
             }
             let start = self.ready;
-            patch_frame(&mut self.buf[start..start + size]);
+            let frame = &mut self.buf[start..start + size];
+            patch_frame(frame);
+            if let Some(pair) = &self.pair {
+                // The broker's attach of the receiving link (role sender).
+                rename_attach(frame, &pair.sending, &pair.receiving, false);
+            }
             self.ready += size;
         }
     }
@@ -127,17 +143,47 @@ impl<S: AsyncRead + Unpin> AsyncRead for Patched<S> {
     }
 }
 
+impl<S: AsyncWrite + Unpin> Patched<S> {
+    /// Writes the checked bytes of the pair's buffer through.
+    fn drain_out(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let Some(pair) = self.pair.as_mut() else {
+            return Poll::Ready(Ok(()));
+        };
+        while pair.out_ready > 0 {
+            let n = ready!(Pin::new(&mut self.inner).poll_write(cx, &pair.out[..pair.out_ready]))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            pair.out.advance(n);
+            pair.out_ready -= n;
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
 impl<S: AsyncWrite + Unpin> AsyncWrite for Patched<S> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+        let this = self.get_mut();
+        let Some(pair) = this.pair.as_mut() else {
+            return Pin::new(&mut this.inner).poll_write(cx, buf);
+        };
+        // A management connection: frames are checked whole before they go out.
+        pair.out.extend_from_slice(buf);
+        pair.scan_out();
+        match this.drain_out(cx) {
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            _ => Poll::Ready(Ok(buf.len())),
+        }
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+        let this = self.get_mut();
+        ready!(this.drain_out(cx))?;
+        Pin::new(&mut this.inner).poll_flush(cx)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -149,11 +195,19 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Patched<S> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+        let this = self.get_mut();
+        if this.pair.is_some() {
+            let buf = bufs
+                .iter()
+                .find(|b| !b.is_empty())
+                .map_or(&[][..], |b| &**b);
+            return Pin::new(this).poll_write(cx, buf);
+        }
+        Pin::new(&mut this.inner).poll_write_vectored(cx, bufs)
     }
 
     fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
+        self.pair.is_none() && self.inner.is_write_vectored()
     }
 }
 
@@ -192,7 +246,7 @@ fn try_patch_frame(frame: &mut [u8]) -> Option<()> {
 }
 
 /// Reads a section or performative descriptor (`0x00` then a ulong) at `pos`.
-fn descriptor(frame: &[u8], pos: &mut usize) -> Option<u64> {
+pub(crate) fn descriptor(frame: &[u8], pos: &mut usize) -> Option<u64> {
     if *frame.get(*pos)? != 0x00 {
         return None;
     }
@@ -260,13 +314,13 @@ fn patch_array_of_maps(frame: &mut [u8], pos: usize) {
     }
 }
 
-fn be_u32(frame: &[u8], pos: usize) -> Option<usize> {
+pub(crate) fn be_u32(frame: &[u8], pos: usize) -> Option<usize> {
     let b = frame.get(pos..pos + 4)?;
     Some(u32::from_be_bytes(b.try_into().ok()?) as usize)
 }
 
 /// The position just after the encoded value at `pos`.
-fn skip_value(frame: &[u8], pos: usize) -> Option<usize> {
+pub(crate) fn skip_value(frame: &[u8], pos: usize) -> Option<usize> {
     let code = *frame.get(pos)?;
     let next = match code {
         0x00 => {

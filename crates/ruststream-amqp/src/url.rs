@@ -92,7 +92,7 @@ fn split_host_port(hostport: &str) -> Result<(&str, Option<&str>), ConnectError>
 }
 
 /// Percent-decodes one URL component.
-fn decode(s: &str) -> Result<String, ConnectError> {
+pub(crate) fn decode(s: &str) -> Result<String, ConnectError> {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

@@ -1,13 +1,16 @@
-//! The shared conformance suite (`ruststream-conformance`) on RabbitMQ 4: a quorum queue
-//! (counts `modified`) and a classic queue (`counts(false)`: retries are copies). Needs
-//! RabbitMQ 4 (`scripts/rabbitmq4.sh`).
+//! The shared conformance suite (`ruststream-conformance`) on RabbitMQ 4, every harness
+//! with **default** subscription options (the adapter finds out what the queue does):
+//! a quorum queue (counts `modified`), a classic queue (does not: retries are copies),
+//! a quorum queue that dead-letters itself (`x-delivery-limit` and a dead-letter
+//! exchange), and at-most-once on a classic queue. Needs RabbitMQ 4
+//! (`scripts/rabbitmq4.sh`).
 
 mod support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use ruststream_amqp::SubscribeOptions;
+use ruststream_amqp::Settle;
 use ruststream_conformance::{Harness, Mount};
 use ruststream_core::{Address, Broker, Capabilities};
 use support::{Queues, broker, name};
@@ -19,30 +22,61 @@ fn topology(q: &mut Queues) {
     for i in 0..POOL {
         q.quorum(&format!("quorum-{i}"));
         q.classic(&format!("classic-{i}"));
+        q.classic(&format!("once-{i}"));
+        // x-delivery-limit 2: the suite's max_attempts(3). The dead-letter exchange is
+        // the default one, keyed to the queue handed out after this one.
+        let next = q.queue(&format!("selfdl-{i}-next"), "classic", "");
+        q.queue(
+            &format!("selfdl-{i}"),
+            "quorum",
+            &format!(
+                r#", "x-delivery-limit": 2, "x-dead-letter-exchange": "",
+                   "x-dead-letter-routing-key": "{next}""#
+            ),
+        );
     }
 }
 
-static TAKEN: [AtomicUsize; 2] = [AtomicUsize::new(0), AtomicUsize::new(0)];
-
-/// RabbitMQ 4 with one kind of queue; `counts` says whether it counts `modified`.
-struct Amqp {
-    kind: &'static str,
-    counts: bool,
+#[derive(Clone, Copy)]
+enum Kind {
+    Quorum,
+    Classic,
+    SelfDl,
+    AtMostOnce,
 }
 
-const QUORUM: Amqp = Amqp {
-    kind: "quorum",
-    counts: true,
-};
+static TAKEN: [AtomicUsize; 4] = [const { AtomicUsize::new(0) }; 4];
 
-const CLASSIC: Amqp = Amqp {
-    kind: "classic",
-    counts: false,
-};
+/// RabbitMQ 4 with one kind of queue, default options.
+struct Amqp {
+    kind: Kind,
+    /// The self-dead-lettering pair this check uses (that kind only), and how many
+    /// addresses it took.
+    pair: usize,
+    handed: AtomicUsize,
+}
+
+impl Amqp {
+    fn new(kind: Kind) -> Self {
+        Self {
+            kind,
+            pair: match kind {
+                Kind::SelfDl => TAKEN[2].fetch_add(1, Ordering::Relaxed),
+                _ => 0,
+            },
+            handed: AtomicUsize::new(0),
+        }
+    }
+}
 
 impl Harness for Amqp {
     fn name(&self) -> &str {
-        self.kind
+        match self.kind {
+            Kind::Quorum => "amqp quorum",
+            Kind::Classic => "amqp classic",
+            Kind::SelfDl => "amqp quorum dead-lettering itself",
+            Kind::AtMostOnce => "amqp at-most-once",
+        }
     }
 
     async fn broker(&self) -> Arc<dyn Broker> {
@@ -50,31 +84,69 @@ impl Harness for Amqp {
     }
 
     fn fresh_address(&self) -> Address {
-        let i = TAKEN[usize::from(!self.counts)].fetch_add(1, Ordering::Relaxed);
-        assert!(i < POOL, "all {POOL} {} queues are taken", self.kind);
-        Address::new(name(topology, &format!("{}-{i}", self.kind)))
+        let n = self.handed.fetch_add(1, Ordering::Relaxed);
+        let role = match self.kind {
+            // The first address dead-letters to the second.
+            Kind::SelfDl => match n {
+                0 => format!("selfdl-{}", self.pair),
+                1 => format!("selfdl-{}-next", self.pair),
+                _ => format!("quorum-{}", TAKEN[0].fetch_add(1, Ordering::Relaxed)),
+            },
+            Kind::Quorum => format!("quorum-{}", TAKEN[0].fetch_add(1, Ordering::Relaxed)),
+            Kind::Classic => format!("classic-{}", TAKEN[1].fetch_add(1, Ordering::Relaxed)),
+            Kind::AtMostOnce => format!("once-{}", TAKEN[3].fetch_add(1, Ordering::Relaxed)),
+        };
+        Address::new(name(topology, &role))
     }
 
     fn mount(&self, address: Address) -> Mount {
-        Mount::new(address).option(SubscribeOptions::new().counts(self.counts))
+        match self.kind {
+            // The form under test, not a tuning: settled on receipt.
+            Kind::AtMostOnce => Mount::new(address).option(Settle::AtMostOnce),
+            _ => Mount::new(address),
+        }
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
+        let at_least_once = |counts, dead_letters| Capabilities {
             settles: true,
             requeues: true,
-            counts: self.counts,
+            counts,
             delays: false,
             max_delay: None,
-            dead_letters: false,
+            dead_letters,
+        };
+        match self.kind {
+            Kind::Quorum => at_least_once(true, false),
+            Kind::Classic => at_least_once(false, false),
+            Kind::SelfDl => at_least_once(true, true),
+            Kind::AtMostOnce => Capabilities::NONE,
         }
     }
 }
 
 mod quorum {
-    ruststream_conformance::conformance_tests!(super::QUORUM);
+    ruststream_conformance::conformance_tests!(super::Amqp::new(super::Kind::Quorum));
 }
 
 mod classic {
-    ruststream_conformance::conformance_tests!(super::CLASSIC);
+    ruststream_conformance::conformance_tests!(super::Amqp::new(super::Kind::Classic));
+}
+
+mod quorum_dead_lettering_itself {
+    ruststream_conformance::conformance_tests!(super::Amqp::new(super::Kind::SelfDl));
+}
+
+mod at_most_once {
+    // SPEC §2: on a pre-settled link `ack()` is `AckError::Unsupported` (logged); these
+    // two checks require the settlement of an `ack()` to be `ok`.
+    ruststream_conformance::conformance_tests!(
+        super::Amqp::new(super::Kind::AtMostOnce),
+        ignore(
+            graceful_stop =
+                "suite: requires ack() to settle ok; at-most-once acks are Unsupported (SPEC §2)",
+            publish_from_handler =
+                "suite: requires ack() to settle ok; at-most-once acks are Unsupported (SPEC §2)",
+        ),
+    );
 }

@@ -113,7 +113,12 @@ async fn a_publisher_that_cannot_reach_the_broker_hands_the_message_back() {
         spec(&queue, SubscribeOptions::new(), Declaration::default()),
     )
     .await;
-    assert_eq!(next(&mut sub, 10).await.payload().as_ref(), b"first");
+    let d = next(&mut sub, 10).await;
+    assert_eq!(d.payload().as_ref(), b"first");
+    // Settled: a delivery dropped unsettled would be released and come again.
+    d.settle(ruststream_core::Settlement::Accept)
+        .await
+        .expect("accept");
     nothing_for(&mut sub, 300).await;
     direct.close().await;
 }

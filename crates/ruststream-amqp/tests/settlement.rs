@@ -23,6 +23,7 @@ fn topology(q: &mut Queues) {
     q.quorum("dlnocap");
     q.classic("dlnocap-ours");
     q.quorum_with_dlx("self", Some(2));
+    q.quorum("copy");
     q.quorum("topic-a");
     q.classic("topic-b");
     q.fanout("topic", &["topic-a", "topic-b"]);
@@ -196,9 +197,8 @@ async fn capped_retry_on_a_classic_queue_copies_and_ends_at_the_cap() {
     let queue = q("capc");
     publish_n(&broker, &queue, 1, "m").await;
     let decl = cap(3);
-    // A classic queue on RabbitMQ 4.0 does not count `modified`: declared so.
-    let options = SubscribeOptions::new().counts(false);
-    let mut sub = subscribe(&broker, spec(&queue, options, decl.clone())).await;
+    // A classic queue on RabbitMQ 4 does not count `modified`: the adapter finds out.
+    let mut sub = subscribe(&broker, spec(&queue, SubscribeOptions::new(), decl.clone())).await;
     assert!(!sub.capabilities.counts);
     let mut attempts = Vec::new();
     for _ in 0..3 {
@@ -221,14 +221,19 @@ async fn capped_retry_on_a_classic_queue_copies_and_ends_at_the_cap() {
 
 #[tokio::test]
 async fn a_classic_queue_does_not_count_modified() {
-    // Why `counts(false)` exists: RabbitMQ 4.0 gives a classic queue's message back
-    // after `modified{delivery-failed}` with the same delivery-count.
+    // Why a classic queue is taken as not counting: RabbitMQ 4 gives its message back
+    // after `modified{delivery-failed}` with the same delivery-count. `counts(true)`
+    // forces the adapter to read that count, to see it.
     let broker = broker().await;
     let queue = q("nocount");
     publish_n(&broker, &queue, 1, "m").await;
     let mut sub = subscribe(
         &broker,
-        spec(&queue, SubscribeOptions::new(), Declaration::default()),
+        spec(
+            &queue,
+            SubscribeOptions::new().counts(true),
+            Declaration::default(),
+        ),
     )
     .await;
     let d = next(&mut sub, 10).await;
@@ -328,11 +333,11 @@ async fn a_queue_that_dead_letters_itself_counts_and_moves_spent_deliveries() {
     let broker = broker().await;
     let (queue, dead) = (q("self"), q("self-dead"));
     publish_n(&broker, &queue, 1, "m").await;
-    let decl = cap(2);
-    let options = SubscribeOptions::new().dead_letters(true);
-    let mut sub = subscribe(&broker, spec(&queue, options, decl.clone())).await;
-    assert!(sub.capabilities.dead_letters);
-    // x-delivery-limit 2: RabbitMQ dead-letters a message that failed more than twice.
+    // x-delivery-limit 2: RabbitMQ dead-letters a message that failed more than twice,
+    // which is max_attempts(3) (a cap of 2 would be refused: the limit disagrees).
+    let decl = cap(3);
+    let mut sub = subscribe(&broker, spec(&queue, SubscribeOptions::new(), decl.clone())).await;
+    assert!(sub.capabilities.dead_letters, "found out from the queue");
     for attempt in 1..=3 {
         let d = next(&mut sub, 10).await;
         assert_eq!(d.redelivery_count(), attempt);
@@ -378,5 +383,41 @@ async fn a_topic_address_gives_every_subscription_a_copy() {
         assert_eq!(d.payload().as_ref(), b"t");
         d.settle(Settlement::Accept).await.expect("accept");
     }
+    broker.close().await;
+}
+
+#[tokio::test]
+async fn a_copy_on_a_counting_queue_is_counted_by_its_retry_count_only() {
+    // One attempt counter per delivery: a copy (it carries x-ruststream-retry-count) is
+    // not also counted by the queue's delivery-count, which restarts at the copy.
+    let broker = broker().await;
+    let queue = q("copy");
+    broker
+        .publisher()
+        .publish(
+            queue.as_str().into(),
+            Message::new("c").with_header(RETRY_COUNT, "2"),
+        )
+        .await
+        .expect("publish");
+    let decl = cap(5);
+    let mut sub = subscribe(&broker, spec(&queue, SubscribeOptions::new(), decl.clone())).await;
+    assert!(sub.capabilities.counts, "a quorum queue counts");
+    let d = next(&mut sub, 10).await;
+    assert_eq!(d.broker_attempt(), None, "a copy carries no broker count");
+    assert_eq!(d.redelivery_count(), 3, "retry-count 2: attempt 3");
+    // Given back with `modified` (as the broker's own requeue would): the queue counts
+    // 1 now, and the copy is still attempt 3 by its header, not 1 + 1 + 2.
+    d.settle(Settlement::Requeue).await.expect("modified");
+    let d = next(&mut sub, 10).await;
+    assert_eq!(d.broker_attempt(), None);
+    assert_eq!(d.redelivery_count(), 3);
+    // Under the cap, retry() on a copy is the next copy (SPEC §2).
+    let done = run(&broker, &sub, &decl, d, Verdict::Retry).await;
+    assert_eq!(done.plan.copy.as_ref().and_then(|c| c.retry_count), Some(3));
+    assert_eq!(done.plan.original, Original::Settle(Settlement::Remove));
+    let d = next(&mut sub, 10).await;
+    assert_eq!(d.redelivery_count(), 4);
+    d.settle(Settlement::Accept).await.expect("accept");
     broker.close().await;
 }

@@ -99,6 +99,10 @@ async fn publish_consume_and_settle_over_tls_trusting_the_ca_file() {
         .expect("publish over TLS");
     let decl = Declaration::default();
     let mut sub = subscribe(&broker, spec(&queue, SubscribeOptions::new(), decl.clone())).await;
+    assert!(
+        sub.capabilities.counts,
+        "found out over TLS (management on a TLS connection of its own) that a quorum queue counts"
+    );
     let d = next(&mut sub, 10).await;
     assert_eq!(d.defect(), None);
     assert_eq!(d.payload().as_ref(), b"{\"n\":1}");

@@ -1,0 +1,169 @@
+//! Finding out about a subscription's queue at subscribe (and declaring it if asked).
+
+use fe2o3_amqp_types::primitives::Value;
+use ruststream_core::{Declaration, SubscribeError};
+
+use crate::connection::Connector;
+use crate::management::{Management, ManagementError, queue_path};
+use crate::options::SubscribeOptions;
+use crate::queue::{Check, QueueInfo, arguments, check};
+
+/// The queue behind `source` as RabbitMQ describes it, made first if `options` declares
+/// it; `None` when there is nothing to find out (not a queue address, no management
+/// node: the documented defaults apply). A queue that disagrees with the mount's
+/// declaration is `SubscribeError::BadOption`.
+pub(crate) async fn find_out(
+    connector: &Connector,
+    source: &str,
+    options: &SubscribeOptions,
+    declaration: &Declaration,
+) -> Result<Option<QueueInfo>, SubscribeError> {
+    let Some(name) = source
+        .strip_prefix("/queues/")
+        .filter(|n| !n.contains('/'))
+        .and_then(|n| crate::url::decode(n).ok())
+    else {
+        if options.declare.is_some() {
+            return Err(SubscribeError::BadOption(format!(
+                "declare needs a queue address, not {source}"
+            )));
+        }
+        return Ok(None);
+    };
+    let mut management = match Management::open(connector).await {
+        Ok(m) => m,
+        Err(e) if options.declare.is_some() => {
+            return Err(SubscribeError::Refused(format!(
+                "cannot declare queue {name}: {e}"
+            )));
+        }
+        Err(e) => {
+            tracing::info!(queue = %name, error = %e,
+                "amqp: cannot find out what the queue is; using the default capabilities");
+            return Ok(None);
+        }
+    };
+    let found = inspect(&mut management, &name, options, declaration).await;
+    management.close().await;
+    found
+}
+
+async fn inspect(
+    management: &mut Management,
+    name: &str,
+    options: &SubscribeOptions,
+    declaration: &Declaration,
+) -> Result<Option<QueueInfo>, SubscribeError> {
+    let failed = |e: ManagementError| SubscribeError::Disconnected(format!("queue {name}: {e}"));
+    let path = queue_path(name);
+    let mut answer = management
+        .request("GET", &path, None)
+        .await
+        .map_err(failed)?;
+    if answer.status == 404
+        && let Some(kind) = options.declare
+    {
+        let body = arguments(kind, declaration).map_err(SubscribeError::BadOption)?;
+        let made = management
+            .request("PUT", &path, Some(body))
+            .await
+            .map_err(failed)?;
+        if !matches!(made.status, 200 | 201 | 204) {
+            return Err(SubscribeError::Refused(format!(
+                "declaring queue {name} failed ({}): {}",
+                made.status,
+                made.text()
+            )));
+        }
+        tracing::info!(queue = %name, ?kind, "amqp: queue declared");
+        answer = management
+            .request("GET", &path, None)
+            .await
+            .map_err(failed)?;
+    }
+    match answer.status {
+        200 => {}
+        404 => return Err(SubscribeError::BadAddress(format!("no queue {name}"))),
+        status if options.declare.is_some() => {
+            return Err(SubscribeError::Refused(format!(
+                "queue {name}: management answered {status}: {}",
+                answer.text()
+            )));
+        }
+        status => {
+            // Not allowed to look (a user without access to management), or another
+            // answer: consuming may still be allowed; the defaults apply.
+            tracing::warn!(queue = %name, status, answer = %answer.text(),
+                "amqp: management did not describe the queue; using the default capabilities");
+            return Ok(None);
+        }
+    }
+    let Some(info) = QueueInfo::parse(&answer.body) else {
+        tracing::info!(queue = %name, "amqp: unreadable queue description; using the default capabilities");
+        return Ok(None);
+    };
+    match check(&info, declaration, options.declare) {
+        Check::Agrees => {}
+        Check::Differs(how) => {
+            return Err(SubscribeError::BadOption(format!("queue {name} {how}")));
+        }
+        Check::Binding(exchange, queue) => {
+            // Dead-lettered messages keep their routing key (the queue's own name, for
+            // a message sent to the queue) unless the queue sets one; a fanout binding
+            // usually has none.
+            let key = info.dlrk.as_deref().unwrap_or(name);
+            let mut found = false;
+            for key in [key, ""] {
+                if bound(management, &exchange, &queue, key)
+                    .await
+                    .map_err(failed)?
+                {
+                    found = true;
+                    break;
+                }
+            }
+            if !found {
+                return Err(SubscribeError::BadOption(format!(
+                    "queue {name} dead-letters to exchange {exchange:?}, which is not bound to \
+                     dead_letter {queue}"
+                )));
+            }
+        }
+    }
+    if info.kind == "quorum"
+        && info.delivery_limit.is_none()
+        && let Some(n) = declaration.max_attempts
+        && i64::from(n.get()) - 1 > DEFAULT_QUORUM_LIMIT
+    {
+        tracing::warn!(queue = %name, max_attempts = n.get(),
+            "amqp: the queue has no x-delivery-limit; RabbitMQ 4 applies 20 unless a policy \
+             sets another, and drops (or dead-letters) a message before max_attempts");
+    }
+    Ok(Some(info))
+}
+
+/// RabbitMQ 4's delivery limit of a quorum queue that sets none.
+const DEFAULT_QUORUM_LIMIT: i64 = 20;
+
+/// Whether `exchange` is bound to `queue` with `key`.
+async fn bound(
+    management: &mut Management,
+    exchange: &str,
+    queue: &str,
+    key: &str,
+) -> Result<bool, ManagementError> {
+    let enc = crate::url::encode_segment;
+    let path = format!(
+        "/bindings?src={}&dstq={}&key={}",
+        enc(exchange),
+        enc(queue),
+        enc(key)
+    );
+    let answer = management.request("GET", &path, None).await?;
+    Ok(answer.status == 200
+        && match &answer.body {
+            Value::List(l) => !l.is_empty(),
+            Value::Array(a) => !a.0.is_empty(),
+            _ => false,
+        })
+}

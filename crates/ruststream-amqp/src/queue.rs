@@ -1,0 +1,386 @@
+//! What the adapter finds out about a RabbitMQ queue at subscribe, and declaring one.
+//!
+//! The queue's type and arguments come from RabbitMQ 4's management node
+//! (`GET /queues/{name}`, see [`crate::management`]) and decide the subscription's
+//! capabilities:
+//!
+//! | queue | counts | requeues | dead-letters itself |
+//! |---|---|---|---|
+//! | classic | no: RabbitMQ 4 classic queues do not count `modified` | yes | no |
+//! | quorum | yes (`delivery-count`) | yes | with `x-delivery-limit` and `x-dead-letter-exchange` |
+//! | stream | no | no: a stream does not redeliver | no |
+//!
+//! With [`SubscribeOptions::declare`](crate::SubscribeOptions::declare) a missing queue
+//! is made (`PUT /queues/{name}`) from the mount's declaration: `x-delivery-limit` is
+//! `max_attempts − 1` (RabbitMQ counts redeliveries: with limit `L` a message is
+//! delivered `L + 1` times), the dead letter becomes `x-dead-letter-exchange` /
+//! `x-dead-letter-routing-key`.
+
+use fe2o3_amqp_types::primitives::{OrderedMap, Value};
+use ruststream_core::{Address, Declaration};
+
+/// The type of a RabbitMQ queue, for [`SubscribeOptions::declare`](crate::SubscribeOptions::declare).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum QueueType {
+    /// A classic queue: does not count `modified`; retries under a cap are copies.
+    Classic,
+    /// A quorum queue: counts `modified`; with a cap and a dead letter declared, it
+    /// enforces both itself.
+    Quorum,
+    /// A stream: an append-only log that does not redeliver.
+    Stream,
+}
+
+impl QueueType {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Classic => "classic",
+            Self::Quorum => "quorum",
+            Self::Stream => "stream",
+        }
+    }
+}
+
+/// A queue as management describes it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct QueueInfo {
+    /// `classic`, `quorum`, `stream` (or another type a plugin adds).
+    pub(crate) kind: String,
+    pub(crate) delivery_limit: Option<i64>,
+    pub(crate) dlx: Option<String>,
+    pub(crate) dlrk: Option<String>,
+}
+
+/// The capabilities a queue decides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct QueueFacts {
+    pub(crate) counts: bool,
+    pub(crate) requeues: bool,
+    pub(crate) dead_letters: bool,
+}
+
+impl QueueInfo {
+    /// Reads the body of `GET /queues/{name}`.
+    pub(crate) fn parse(body: &Value) -> Option<Self> {
+        let Value::Map(map) = body else { return None };
+        let kind = text(get(map, "type")?)?;
+        let mut info = Self {
+            kind,
+            ..Self::default()
+        };
+        if let Some(Value::Map(args)) = get(map, "arguments") {
+            info.delivery_limit = get(args, "x-delivery-limit").and_then(integer);
+            info.dlx = get(args, "x-dead-letter-exchange").and_then(text);
+            info.dlrk = get(args, "x-dead-letter-routing-key").and_then(text);
+        }
+        Some(info)
+    }
+
+    /// Whether the queue caps deliveries and moves spent ones itself.
+    pub(crate) fn dead_letters_itself(&self) -> bool {
+        self.kind == "quorum" && self.delivery_limit.is_some_and(|l| l >= 0) && self.dlx.is_some()
+    }
+
+    pub(crate) fn facts(&self) -> QueueFacts {
+        match self.kind.as_str() {
+            "quorum" => QueueFacts {
+                counts: true,
+                requeues: true,
+                dead_letters: self.dead_letters_itself(),
+            },
+            "stream" => QueueFacts {
+                counts: false,
+                requeues: false,
+                dead_letters: false,
+            },
+            _ => QueueFacts {
+                counts: false,
+                requeues: true,
+                dead_letters: false,
+            },
+        }
+    }
+
+    /// Where the queue dead-letters to: exchange and routing key.
+    fn dead_letter_target(&self) -> Option<(&str, Option<&str>)> {
+        Some((self.dlx.as_deref()?, self.dlrk.as_deref()))
+    }
+}
+
+/// Where a ruststream dead-letter address is, as an exchange and a routing key:
+/// `/exchanges/X/K` is `X`, `K`; a queue `Q` is the default exchange with key `Q`.
+pub(crate) fn dead_letter_target(address: &Address) -> Option<(String, Option<String>)> {
+    let a = address.as_str();
+    let segment = |s: &str| crate::url::decode(s).ok();
+    if let Some(rest) = a.strip_prefix("/exchanges/") {
+        let mut parts = rest.splitn(2, '/');
+        let exchange = segment(parts.next()?)?;
+        let key = match parts.next() {
+            Some(k) => Some(segment(k)?),
+            None => None,
+        };
+        return Some((exchange, key));
+    }
+    if let Some(q) = a.strip_prefix("/queues/") {
+        return Some((String::new(), Some(segment(q)?)));
+    }
+    if a.starts_with('/') {
+        return None;
+    }
+    Some((String::new(), Some(a.to_owned())))
+}
+
+/// `x-delivery-limit` for a cap of `max_attempts`: RabbitMQ dead-letters a message
+/// returned more than `limit` times, so it is delivered `limit + 1` times.
+pub(crate) fn delivery_limit(max_attempts: u32) -> i64 {
+    i64::from(max_attempts) - 1
+}
+
+/// The arguments a declaration gives a new queue of `kind`.
+pub(crate) fn arguments(kind: QueueType, declaration: &Declaration) -> Result<Value, String> {
+    let mut args = OrderedMap::new();
+    let mut put = |k: &str, v: Value| {
+        args.insert(Value::String(k.to_owned()), v);
+    };
+    put("x-queue-type", Value::String(kind.name().to_owned()));
+    if kind == QueueType::Quorum
+        && let Some(n) = declaration.max_attempts
+    {
+        put("x-delivery-limit", Value::Long(delivery_limit(n.get())));
+    }
+    if kind != QueueType::Stream
+        && let Some(dead) = &declaration.dead_letter
+    {
+        let (exchange, key) = dead_letter_target(dead)
+            .ok_or_else(|| format!("dead letter {dead} is not a queue or an exchange"))?;
+        put("x-dead-letter-exchange", Value::String(exchange));
+        if let Some(key) = key {
+            put("x-dead-letter-routing-key", Value::String(key));
+        }
+        if kind == QueueType::Quorum {
+            // Dead-letter without loss: the broker keeps a message until the
+            // dead-letter queue has it.
+            put(
+                "x-dead-letter-strategy",
+                Value::String("at-least-once".into()),
+            );
+            put("x-overflow", Value::String("reject-publish".into()));
+        }
+    }
+    let mut body = OrderedMap::new();
+    body.insert(Value::String("durable".into()), Value::Bool(true));
+    body.insert(Value::String("exclusive".into()), Value::Bool(false));
+    body.insert(Value::String("auto_delete".into()), Value::Bool(false));
+    body.insert(Value::String("arguments".into()), Value::Map(args));
+    Ok(Value::Map(body))
+}
+
+/// What checking a queue against the mount's declaration found.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Check {
+    /// They agree.
+    Agrees,
+    /// They agree if the exchange (first) is bound to the queue (second).
+    Binding(String, String),
+    /// They disagree: how.
+    Differs(String),
+}
+
+/// Differences between a queue and the mount's declaration that would make the broker
+/// and the runtime disagree: a declared type that is not the queue's, a delivery limit
+/// that stops deliveries before `max_attempts` (or, where the queue dead-letters itself
+/// or was declared by the mount, any other limit than `max_attempts − 1`), a
+/// dead-letter target that is not `dead_letter`.
+pub(crate) fn check(
+    info: &QueueInfo,
+    declaration: &Declaration,
+    declared: Option<QueueType>,
+) -> Check {
+    if let Some(kind) = declared
+        && kind.name() != info.kind
+    {
+        return Check::Differs(format!(
+            "is a {} queue, declared {}",
+            info.kind,
+            kind.name()
+        ));
+    }
+    let strict = info.dead_letters_itself() || declared.is_some();
+    if info.kind == "quorum"
+        && let (Some(limit), Some(n)) = (info.delivery_limit, declaration.max_attempts)
+        && limit >= 0
+    {
+        let wanted = delivery_limit(n.get());
+        // A larger limit never cuts the runtime's cap short, unless the broker enforces it.
+        let agrees = if strict {
+            limit == wanted
+        } else {
+            limit >= wanted
+        };
+        if !agrees {
+            return Check::Differs(format!(
+                "x-delivery-limit is {limit}, max_attempts({n}) needs {wanted}"
+            ));
+        }
+    }
+    let Some(dead) = declaration.dead_letter.as_ref().filter(|_| strict) else {
+        return Check::Agrees;
+    };
+    let differs =
+        |has: &str| Check::Differs(format!("dead-letters to {has}, dead_letter is {dead}"));
+    let Some((dlx, dlrk)) = info.dead_letter_target() else {
+        return differs("nowhere (no x-dead-letter-exchange)");
+    };
+    let has = match dlrk {
+        Some(k) => format!("exchange {dlx:?} key {k:?}"),
+        None => format!("exchange {dlx:?}"),
+    };
+    let Some((exchange, key)) = dead_letter_target(dead) else {
+        return differs(&has);
+    };
+    if exchange == dlx {
+        let agrees = match (key.as_deref(), dlrk) {
+            (Some(k), Some(h)) => k == h,
+            // The default exchange routes by key: the message's own would not reach it.
+            (_, None) => !exchange.is_empty(),
+            (None, Some(_)) => true,
+        };
+        return if agrees { Check::Agrees } else { differs(&has) };
+    }
+    match (exchange.is_empty(), key, dlrk) {
+        // dead_letter is a queue, the queue dead-letters through an exchange.
+        (true, Some(queue), _) => Check::Binding(dlx.to_owned(), queue),
+        _ => differs(&has),
+    }
+}
+
+fn get<'a>(map: &'a OrderedMap<Value, Value>, key: &str) -> Option<&'a Value> {
+    map.iter().find_map(|(k, v)| match k {
+        Value::String(s) if s == key => Some(v),
+        Value::Symbol(s) if s.0 == key => Some(v),
+        _ => None,
+    })
+}
+
+fn text(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Symbol(s) => Some(s.0.clone()),
+        _ => None,
+    }
+}
+
+fn integer(v: &Value) -> Option<i64> {
+    match v {
+        Value::Long(n) => Some(*n),
+        Value::Int(n) => Some(i64::from(*n)),
+        Value::Short(n) => Some(i64::from(*n)),
+        Value::Byte(n) => Some(i64::from(*n)),
+        Value::Ulong(n) => i64::try_from(*n).ok(),
+        Value::Uint(n) => Some(i64::from(*n)),
+        Value::Ushort(n) => Some(i64::from(*n)),
+        Value::Ubyte(n) => Some(i64::from(*n)),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::num::NonZeroU32;
+
+    fn quorum(limit: Option<i64>, dlx: Option<&str>, dlrk: Option<&str>) -> QueueInfo {
+        QueueInfo {
+            kind: "quorum".into(),
+            delivery_limit: limit,
+            dlx: dlx.map(Into::into),
+            dlrk: dlrk.map(Into::into),
+        }
+    }
+
+    fn decl(n: u32, dead: Option<&str>) -> Declaration {
+        Declaration {
+            max_attempts: NonZeroU32::new(n),
+            dead_letter: dead.map(Address::from),
+            retry_to: None,
+        }
+    }
+
+    #[test]
+    fn facts_by_queue_type() {
+        let classic = QueueInfo {
+            kind: "classic".into(),
+            ..QueueInfo::default()
+        };
+        assert!(!classic.facts().counts && classic.facts().requeues);
+        assert!(quorum(None, None, None).facts().counts);
+        assert!(!quorum(Some(2), None, None).facts().dead_letters);
+        assert!(quorum(Some(2), Some(""), Some("d")).facts().dead_letters);
+        let stream = QueueInfo {
+            kind: "stream".into(),
+            ..QueueInfo::default()
+        };
+        assert!(!stream.facts().requeues && !stream.facts().counts);
+    }
+
+    #[test]
+    fn the_limit_is_max_attempts_minus_one() {
+        let q = quorum(Some(2), Some(""), Some("d"));
+        assert_eq!(check(&q, &decl(3, Some("d")), None), Check::Agrees);
+        assert!(matches!(
+            check(&q, &decl(2, Some("d")), None),
+            Check::Differs(_)
+        ));
+        // Without a dead-letter exchange only a limit that cuts the cap short differs.
+        let q = quorum(Some(10), None, None);
+        assert_eq!(check(&q, &decl(3, None), None), Check::Agrees);
+        assert!(matches!(
+            check(&q, &decl(12, None), None),
+            Check::Differs(_)
+        ));
+    }
+
+    #[test]
+    fn the_dead_letter_target_must_be_the_mounts() {
+        let q = quorum(Some(2), Some(""), Some("d"));
+        assert!(matches!(
+            check(&q, &decl(3, Some("e")), None),
+            Check::Differs(_)
+        ));
+        let q = quorum(Some(2), Some("dlx"), None);
+        assert_eq!(
+            check(&q, &decl(3, Some("d")), None),
+            Check::Binding("dlx".into(), "d".into())
+        );
+        assert_eq!(
+            check(&q, &decl(3, Some("/exchanges/dlx")), None),
+            Check::Agrees
+        );
+        assert!(matches!(
+            check(&q, &decl(3, Some("/exchanges/other")), None),
+            Check::Differs(_)
+        ));
+    }
+
+    #[test]
+    fn declared_arguments() {
+        let Value::Map(body) =
+            arguments(QueueType::Quorum, &decl(4, Some("/queues/a%20b"))).unwrap()
+        else {
+            panic!("not a map")
+        };
+        let Some(Value::Map(args)) = get(&body, "arguments") else {
+            panic!("no arguments")
+        };
+        assert_eq!(get(args, "x-delivery-limit"), Some(&Value::Long(3)));
+        assert_eq!(
+            get(args, "x-dead-letter-exchange"),
+            Some(&Value::String(String::new()))
+        );
+        assert_eq!(
+            get(args, "x-dead-letter-routing-key"),
+            Some(&Value::String("a b".into()))
+        );
+    }
+}
