@@ -30,8 +30,23 @@ use crate::message::encode;
 pub struct AmqpPublisher {
     connector: Arc<Connector>,
     session: Mutex<Option<SessionHandle<()>>>,
+    // A session of its own for the first attach to an address: RabbitMQ ends the session
+    // over an address it does not have, which must not take the links of every other
+    // address down with it (their publishes would fail while the copies to a missing
+    // dead-letter queue keep failing).
+    probe: Mutex<Option<SessionHandle<()>>>,
+    // Addresses that have been attached to once: attached on the shared session.
+    known: std::sync::Mutex<std::collections::HashSet<String>>,
+    // Addresses the broker said it does not have, and when: a publish to one within
+    // `MISSING_FOR` fails at once, without asking again.
+    missing: std::sync::Mutex<HashMap<String, (tokio::time::Instant, String)>>,
     links: std::sync::Mutex<HashMap<String, Arc<Mutex<Option<Sender>>>>>,
 }
+
+/// How long an address the broker said it does not have is taken as missing without
+/// asking again (a dead letter to a queue that was never declared fails at once, not
+/// after a session's round trips, for each spent delivery).
+const MISSING_FOR: Duration = Duration::from_secs(1);
 
 /// Why one attempt failed.
 enum Failure {
@@ -46,6 +61,9 @@ impl AmqpPublisher {
         Self {
             connector,
             session: Mutex::new(None),
+            probe: Mutex::new(None),
+            known: std::sync::Mutex::new(std::collections::HashSet::new()),
+            missing: std::sync::Mutex::new(HashMap::new()),
             links: std::sync::Mutex::new(HashMap::new()),
         }
     }
@@ -64,13 +82,24 @@ impl AmqpPublisher {
         if self.connector.is_closed() {
             return Err(fail(PublishErrorKind::Closed));
         }
+        if let Some(why) = self.missing(&target) {
+            return Err(fail(PublishErrorKind::BadAddress(why)));
+        }
         let deadline = tokio::time::Instant::now() + self.connector.options.publish_timeout;
         let mut backoff = self.connector.options.backoff_min;
         loop {
             let attempt = tokio::time::timeout_at(deadline, self.attempt(to, &target, &amqp)).await;
             let reason = match attempt {
                 Ok(Ok(())) => return Ok(()),
-                Ok(Err(Failure::Fail(kind))) => return Err(fail(kind)),
+                Ok(Err(Failure::Fail(kind))) => {
+                    if let PublishErrorKind::BadAddress(why) = &kind {
+                        self.missing
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .insert(target.clone(), (tokio::time::Instant::now(), why.clone()));
+                    }
+                    return Err(fail(kind));
+                }
                 Ok(Err(Failure::Retry(reason))) => reason,
                 Err(_) => "timed out".to_owned(),
             };
@@ -84,6 +113,22 @@ impl AmqpPublisher {
             tracing::debug!(%to, %reason, "amqp: publish retrying");
             tokio::time::sleep(backoff.min(deadline - tokio::time::Instant::now())).await;
             backoff = (backoff * 2).min(self.connector.options.backoff_max);
+        }
+    }
+
+    /// Why `target` was refused, if it was within the last [`MISSING_FOR`].
+    fn missing(&self, target: &str) -> Option<String> {
+        let mut missing = self
+            .missing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match missing.get(target) {
+            Some((at, why)) if at.elapsed() < MISSING_FOR => Some(why.clone()),
+            Some(_) => {
+                missing.remove(target);
+                None
+            }
+            None => None,
         }
     }
 
@@ -137,8 +182,33 @@ impl AmqpPublisher {
         }
     }
 
+    /// A sending link to `target` on the shared session. An address not attached to
+    /// before is tried first on a session of its own, so that a missing one ends that
+    /// session only.
     async fn attach(&self, to: &Address, target: &str) -> Result<Sender, Failure> {
-        let mut session = self.session.lock().await;
+        let known = self
+            .known
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains(target);
+        if !known {
+            let probe = self.attach_on(&self.probe, to, target).await?;
+            let _ = tokio::time::timeout(Duration::from_secs(2), probe.close()).await;
+            self.known
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(target.to_owned());
+        }
+        self.attach_on(&self.session, to, target).await
+    }
+
+    async fn attach_on(
+        &self,
+        session: &Mutex<Option<SessionHandle<()>>>,
+        to: &Address,
+        target: &str,
+    ) -> Result<Sender, Failure> {
+        let mut session = session.lock().await;
         for _ in 0..2 {
             if session.is_none() {
                 let s = self.connector.session(false).await.map_err(|e| match e {
@@ -195,8 +265,10 @@ impl AmqpPublisher {
                 let _ = tokio::time::timeout(Duration::from_secs(2), sender.close()).await;
             }
         }
-        if let Some(mut session) = self.session.lock().await.take() {
-            let _ = tokio::time::timeout(Duration::from_secs(2), session.end()).await;
+        for session in [&self.session, &self.probe] {
+            if let Some(mut session) = session.lock().await.take() {
+                let _ = tokio::time::timeout(Duration::from_secs(2), session.end()).await;
+            }
         }
     }
 }

@@ -107,6 +107,15 @@ impl Harness for Amqp {
         }
     }
 
+    /// A queue that does not exist: RabbitMQ refuses a publish to it at once. Not for the
+    /// queue that dead-letters itself (the runtime publishes no dead letter there).
+    fn unpublishable_address(&self) -> Option<Address> {
+        match self.kind {
+            Kind::Quorum | Kind::Classic => Some(Address::new(support::unique("missing"))),
+            Kind::SelfDl | Kind::AtMostOnce => None,
+        }
+    }
+
     fn capabilities(&self) -> Capabilities {
         let at_least_once = |counts, dead_letters| Capabilities {
             settles: true,
