@@ -329,6 +329,15 @@ impl RedisBroker {
         pattern: bool,
         count: usize,
     ) -> Result<Subscription, SubscribeError> {
+        if pattern && spec.declaration.retry_to.is_none() {
+            // Retry copies would otherwise go to a stream named like the pattern, which
+            // nobody reads.
+            return Err(SubscribeError::BadOption(format!(
+                "pattern {} needs a retry address: set retry_to on the mount \
+                 (Declaration::retry_to), a channel the pattern matches",
+                spec.address
+            )));
+        }
         let channel = self.keys(spec.address.as_str()).main().to_owned();
         let client = client::subscriber(&self.inner.config)
             .await

@@ -40,8 +40,9 @@
 //! An address is published to as what it is known as on this broker: the form of a
 //! subscription opened on it, or an explicit [`RedisBroker::route`] (which wins); an
 //! unknown address is a stream. [`RedisPublisher::publish_as`] picks the target for one
-//! message. A pattern cannot be published to: its mount declares a retry address, which
-//! is published to as a channel.
+//! message. A pattern cannot be published to: its mount must declare a retry address
+//! (`retry_to`, else subscribing fails with `SubscribeError::BadOption`), which is
+//! published to as a channel.
 //!
 //! # Wire format (compatible with ruststream 0.7)
 //!

@@ -305,10 +305,12 @@ impl PubSub {
 
 /// The Pub/Sub channels matching the address as a glob pattern. At most once.
 ///
-/// Retry copies cannot go to a pattern: the mount declares where they go
-/// ([`Declaration::retry_to`](ruststream_core::Declaration::retry_to)); the broker
-/// publishes to that address as a channel. Each delivery's address is the channel it came
-/// on.
+/// Retry copies cannot go to a pattern: the mount must declare where they go
+/// ([`Declaration::retry_to`](ruststream_core::Declaration::retry_to), `Mount::retry_to`
+/// in the runtime); the broker publishes to that address as a channel. A pattern
+/// subscription without it is refused with `SubscribeError::BadOption`, since its copies
+/// would otherwise go nowhere anyone reads. Each delivery's address is the channel it
+/// came on.
 #[derive(Clone, Debug, Default)]
 pub struct Pattern {}
 
