@@ -13,12 +13,15 @@ use ruststream_core::{
 };
 use tokio::sync::watch;
 
-use crate::acker::{ListAcker, NoAcker, StreamAcker, StreamMode};
+use crate::acker::{NoAcker, StreamAcker, StreamMode};
 use crate::batch::Batcher;
 use crate::form::claiming::Claimer;
+use crate::form::handback::{HandBack, Tracker};
 use crate::form::list::ListReader;
 use crate::form::pubsub::PubSubReader;
-use crate::form::reliable::{AbortOnDrop, Consumer, ReliableReader};
+use crate::form::recovery::{AbortOnDrop, Consumer};
+use crate::form::reliable::ReliableReader;
+use crate::form::reliable_acker::ReliableAcker;
 use crate::form::stream::{StreamReader, ensure_group};
 use crate::form::{self};
 use crate::keys::{Keys, default_consumer};
@@ -105,6 +108,8 @@ struct Inner {
     pool: Pool,
     publisher: RedisPublisher,
     closed: Arc<watch::Sender<bool>>,
+    /// List elements being handed back; `close` waits for them.
+    hand_backs: Arc<Tracker>,
 }
 
 impl std::fmt::Debug for RedisBroker {
@@ -156,6 +161,7 @@ impl RedisBroker {
                 pool,
                 publisher,
                 closed: Arc::new(closed),
+                hand_backs: Arc::default(),
             }),
         })
     }
@@ -236,18 +242,33 @@ impl RedisBroker {
                 consumer.beat().await.map_err(refused)?;
                 consumer.recover(false).await.map_err(refused)?;
                 let processing = consumer.processing();
-                let acker: Arc<dyn Acker> = Arc::new(ListAcker {
+                let hand_back = Arc::new(HandBack::new(
+                    self.inner.pool.clone(),
+                    keys.main(),
+                    &processing,
+                    self.inner.hand_backs.clone(),
+                ));
+                let acker: Arc<dyn Acker> = Arc::new(ReliableAcker {
                     pool: self.inner.pool.clone(),
                     processing: processing.as_str().into(),
+                    hand_back: hand_back.clone(),
                 });
                 let reader = ReliableReader {
                     client: self.reader().await?,
                     address: spec.address.clone(),
-                    key: keys.main().to_owned(),
-                    processing,
+                    keys: [
+                        keys.main().into(),
+                        processing.as_str().into(),
+                        consumer.last_take().into(),
+                    ],
                     block: options.block,
                     count,
                     acker,
+                    hand_back,
+                    tracker: self.inner.hand_backs.clone(),
+                    nonce: take_nonce(),
+                    next_take: 0,
+                    in_flight: None,
                     _heartbeat: AbortOnDrop(consumer.spawn_heartbeat()),
                 };
                 self.subscribed(&spec.address, Target::List);
@@ -256,11 +277,16 @@ impl RedisBroker {
             Form::List(options) => {
                 let reader = ListReader {
                     client: self.reader().await?,
+                    pool: self.inner.pool.clone(),
+                    tracker: self.inner.hand_backs.clone(),
                     address: spec.address.clone(),
                     key: self.keys(spec.address.as_str()).main().to_owned(),
                     block: options.block,
                     count,
                     acker: Arc::new(NoAcker),
+                    last: Vec::new(),
+                    in_flight: None,
+                    seq: 0,
                 };
                 self.subscribed(&spec.address, Target::List);
                 Ok(self.subscription(reader, Capabilities::NONE))
@@ -393,6 +419,20 @@ impl RedisBroker {
     }
 }
 
+/// How long `close` waits for list elements being handed back.
+const HAND_BACK_WAIT: Duration = Duration::from_secs(10);
+
+/// A take-id prefix unique per reliable-list subscription: process, time, counter.
+fn take_nonce() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{}.{nanos:x}.{n}", std::process::id())
+}
+
 fn refused(error: fred::error::Error) -> SubscribeError {
     if crate::failure::is_connection(&error) {
         SubscribeError::Disconnected(error.to_string())
@@ -424,6 +464,8 @@ impl Broker for RedisBroker {
     fn close(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
             self.inner.closed.send_replace(true);
+            // List elements being handed back (a stopped subscription's unread ones).
+            let _ = tokio::time::timeout(HAND_BACK_WAIT, self.inner.hand_backs.idle()).await;
             // Settlements already sent finish before QUIT is read by the server.
             tokio::time::sleep(Duration::from_millis(10)).await;
             let _ = self.inner.pool.quit().await;

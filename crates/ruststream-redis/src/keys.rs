@@ -44,6 +44,13 @@ impl Keys {
         format!("{}:processing:", self.base)
     }
 
+    /// The prefix of the keys recording a consumer's last take (its id and size, so a
+    /// take replayed after a lost answer returns the same elements); the consumer name
+    /// follows.
+    pub(crate) fn take_prefix(&self) -> String {
+        format!("{}:take:", self.base)
+    }
+
     /// The prefix of heartbeat keys; the consumer name follows.
     pub(crate) fn alive_prefix(&self) -> String {
         format!("{}:alive:", self.base)

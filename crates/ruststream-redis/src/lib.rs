@@ -15,7 +15,7 @@
 //! | [`Stream`] | settles | `XACK` | — | — | `x-ruststream-retry-count` |
 //! | [`Stream`] + [`DelayedRetry::DurableZset`] | settles, delays | `XACK` | — | `ZADD` copy (count + 1), then `XACK` | `x-ruststream-retry-count` |
 //! | [`Claiming`] | settles, requeues, counts, delays | `XACK` | stays in the PEL | stays in the PEL (at least `min_idle`) | the PEL delivery counter |
-//! | [`ReliableList`] | settles | `LREM` from the processing list | — | — | `x-ruststream-retry-count` |
+//! | [`ReliableList`] | settles | `LREM` of its own element from the processing list | — | — | `x-ruststream-retry-count` |
 //! | [`List`], [`PubSub`], [`Pattern`] | none | `AckError::Unsupported` | — | — | `x-ruststream-retry-count` |
 //!
 //! "—" is `AckError::Unsupported`; the runtime never asks for it, since it decides from the
@@ -34,6 +34,31 @@
 //! copy twice and a crash never loses one. A [`ReliableList`] consumer keeps a heartbeat
 //! key; a live consumer hands the processing list of one whose heartbeat expired back to
 //! the list, atomically in Lua.
+//!
+//! # Lists: nothing stranded
+//!
+//! A [`ReliableList`] take is one Lua script that moves up to the batch size into the
+//! consumer's processing list, each element wrapped with an id of its own (a marker,
+//! the take id and index, a NUL, the element as it was). Two byte-identical messages in
+//! flight are two different elements: settling one (`LREM` of its wrapped element), or
+//! the client replaying that `LREM` after a reconnect, never removes the other. A take
+//! is recorded with its id: the client replaying it after a lost answer, or the reader
+//! sending it again after a read error, gets the elements the first one moved and moves
+//! nothing more, so nothing sits in the processing list unseen while the consumer runs.
+//! An empty list is waited on with `BLMOVE list list RIGHT RIGHT`, which moves nothing.
+//! A delivery dropped unsettled (`Acker::abandon`: `fail_fast`, a handler cut off at
+//! shutdown, a copy that could not be published) goes back to the right end of the list,
+//! where it is read next, and leaves the processing list in the same script, at once.
+//! Elements handed back are unwrapped; the list itself only ever holds frames.
+//!
+//! When a list subscription is dropped (a graceful stop), what it read but did not hand
+//! out goes back to the right end of the list, oldest rightmost: the rest of the last
+//! batch, and what a take or pop still in flight returns. For a [`List`] that is entries
+//! popped and not handled (up to the prefetch) that would otherwise be lost.
+//! [`Broker::close`](ruststream_core::Broker::close) waits (up to 10 s) for these
+//! hand-backs before it closes the connections. [`PubSub`] and [`Pattern`] are at most
+//! once by nature: messages received and not handled when the subscription is dropped
+//! are lost, whether the reader had taken them from the client's queue or not.
 //!
 //! # Publishing
 //!
@@ -61,7 +86,8 @@
 //!
 //! Every key is the address after [`Settings::key_prefix`]. Keys derived from it share its
 //! hash slot (`{key}:delayed`, `{key}:processing:<consumer>`, `{key}:alive:<consumer>`,
-//! `{key}:consumers`), so one subscription's keys live on one cluster node.
+//! `{key}:take:<consumer>`, `{key}:consumers`), so one subscription's keys live on one
+//! cluster node.
 //!
 //! # Client
 //!
