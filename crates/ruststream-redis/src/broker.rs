@@ -26,7 +26,7 @@ use crate::form::stream::{StreamReader, ensure_group};
 use crate::form::{self};
 use crate::keys::{Keys, default_consumer};
 use crate::options::{DelayedRetry, Form, Group, form_of};
-use crate::publisher::{RedisPublisher, Routes, Target};
+use crate::publisher::{RedisPublisher, Routes, Target, mark};
 use crate::{ConnectError, client, delayed, url};
 
 /// Connection settings beyond the URL.
@@ -166,7 +166,9 @@ impl RedisBroker {
         })
     }
 
-    /// Publishes to `address` as `target` from now on, whatever subscriptions say.
+    /// Publishes to `address` as `target` from now on, whatever subscriptions say. The
+    /// key's real type is checked on the next publish: a key of the other kind is a
+    /// `PublishErrorKind::BadAddress` naming it (see the crate docs, "Publishing").
     pub fn route(&self, address: impl Into<Address>, target: Target) {
         self.inner.publisher.routes.route(address.into(), target);
     }
@@ -238,6 +240,9 @@ impl RedisBroker {
                     name: options.consumer.unwrap_or_else(default_consumer),
                     heartbeat: options.heartbeat,
                 };
+                mark(&self.inner.pool, &keys, "list")
+                    .await
+                    .map_err(refused)?;
                 consumer.recover(true).await.map_err(refused)?;
                 consumer.beat().await.map_err(refused)?;
                 consumer.recover(false).await.map_err(refused)?;
@@ -275,12 +280,16 @@ impl RedisBroker {
                 Ok(self.subscription(reader, Capabilities::SETTLES))
             }
             Form::List(options) => {
+                let keys = self.keys(spec.address.as_str());
+                mark(&self.inner.pool, &keys, "list")
+                    .await
+                    .map_err(refused)?;
                 let reader = ListReader {
                     client: self.reader().await?,
                     pool: self.inner.pool.clone(),
                     tracker: self.inner.hand_backs.clone(),
                     address: spec.address.clone(),
-                    key: self.keys(spec.address.as_str()).main().to_owned(),
+                    key: keys.main().to_owned(),
                     block: options.block,
                     count,
                     acker: Arc::new(NoAcker),
@@ -364,7 +373,19 @@ impl RedisBroker {
                 spec.address
             )));
         }
-        let channel = self.keys(spec.address.as_str()).main().to_owned();
+        let keys = self.keys(spec.address.as_str());
+        if !pattern {
+            mark(&self.inner.pool, &keys, "channel")
+                .await
+                .map_err(refused)?;
+        }
+        if let Some(retry_to) = &spec.declaration.retry_to {
+            let retry_keys = self.keys(retry_to.as_str());
+            mark(&self.inner.pool, &retry_keys, "channel")
+                .await
+                .map_err(refused)?;
+        }
+        let channel = keys.main().to_owned();
         let client = client::subscriber(&self.inner.config)
             .await
             .map_err(disconnected)?;

@@ -34,6 +34,12 @@ impl Keys {
         format!("{}:delayed", self.base)
     }
 
+    /// The kind marker a list or Pub/Sub subscription leaves (`list`, `channel`), read
+    /// when publishing to a key that does not exist.
+    pub(crate) fn kind(&self) -> String {
+        format!("{}:kind", self.base)
+    }
+
     /// The set of consumers of a reliable list.
     pub(crate) fn consumers(&self) -> String {
         format!("{}:consumers", self.base)

@@ -62,12 +62,21 @@
 //!
 //! # Publishing
 //!
-//! An address is published to as what it is known as on this broker: the form of a
-//! subscription opened on it, or an explicit [`RedisBroker::route`] (which wins); an
-//! unknown address is a stream. [`RedisPublisher::publish_as`] picks the target for one
-//! message. A pattern cannot be published to: its mount must declare a retry address
-//! (`retry_to`, else subscribing fails with `SubscribeError::BadOption`), which is
-//! published to as a channel.
+//! What an address is gets resolved once per address and cached: a declared kind (an
+//! explicit [`RedisBroker::route`], which wins, or the form of a subscription opened on
+//! it on this broker), checked once against the key's real type; else the key's real
+//! type (`TYPE`: a stream or a list); else the kind marker `{key}:kind` (`list` or
+//! `channel`) that every list and Pub/Sub subscription leaves when it starts, so a
+//! producer-only service reaches a list or channel whose consumers run elsewhere, even
+//! while the list is empty; else — a key that does not exist and nobody declared — a
+//! stream, looked up again on the next publish. A declared kind the key contradicts, a
+//! key of another type (a string, a hash), and a `WRONGTYPE` answer (the key changed
+//! kind; the cached kind is forgotten) are `PublishErrorKind::BadAddress` naming the key
+//! and both kinds. [`RedisPublisher::publish_as`] picks the target for one message. A
+//! pattern cannot be published to: its mount must declare a retry address (`retry_to`,
+//! else subscribing fails with `SubscribeError::BadOption`), which is published to as a
+//! channel. Any failure to publish (a reply included) is returned as a `PublishError`,
+//! never swallowed.
 //!
 //! # Wire format (compatible with ruststream 0.7)
 //!
@@ -86,8 +95,8 @@
 //!
 //! Every key is the address after [`Settings::key_prefix`]. Keys derived from it share its
 //! hash slot (`{key}:delayed`, `{key}:processing:<consumer>`, `{key}:alive:<consumer>`,
-//! `{key}:take:<consumer>`, `{key}:consumers`), so one subscription's keys live on one
-//! cluster node.
+//! `{key}:take:<consumer>`, `{key}:consumers`, `{key}:kind`), so one subscription's keys
+//! live on one cluster node.
 //!
 //! # Client
 //!

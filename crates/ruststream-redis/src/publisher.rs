@@ -1,17 +1,28 @@
 //! Publishing: how an address maps to a stream, a list or a channel.
 //!
-//! An address is published to as what it was last declared as on this broker: by a
-//! subscription opened on it (stream forms → stream, list forms → list, Pub/Sub →
-//! channel), or explicitly with [`RedisBroker::route`](crate::RedisBroker::route), which
-//! wins over subscriptions. An address never declared is a stream. A pattern cannot be
-//! published to.
+//! The kind of an address is resolved explicitly, once per address, and cached:
+//!
+//! 1. Declared: an explicit [`RedisBroker::route`](crate::RedisBroker::route), else the
+//!    form of a subscription opened on it on this broker (stream forms → stream, list
+//!    forms → list, Pub/Sub → channel). A declared stream or list is checked against the
+//!    key's real type once: a key of the other kind is a
+//!    [`PublishErrorKind::BadAddress`] naming the key and both kinds.
+//! 2. Else the key's real type (`TYPE`): a stream or a list is published to as such;
+//!    a key of another type (a string, a hash) is `BadAddress`.
+//! 3. Else the kind marker `{key}:kind` that list and Pub/Sub subscriptions leave when
+//!    they start (`list` or `channel`), so that a producer-only service publishes to a
+//!    list or channel whose consumers run elsewhere, even while the list is empty.
+//! 4. Else a stream (the default): not cached, so the next publish looks again.
+//!
+//! A `WRONGTYPE` answer (the key changed kind since) forgets the cached kind and is
+//! `BadAddress` naming the key and both kinds. A pattern cannot be published to.
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use fred::clients::Pool;
-use fred::interfaces::{ClientLike, ListInterface, PubsubInterface};
-use fred::types::{ClusterHash, CustomCommand, Value};
+use fred::interfaces::{ClientLike, KeysInterface, ListInterface, LuaInterface, PubsubInterface};
+use fred::types::{ClusterHash, CustomCommand, Key, Value};
 use ruststream_core::{Address, BoxFuture, Message, Publish, PublishError, PublishErrorKind};
 
 use crate::delayed::now_ms;
@@ -33,33 +44,85 @@ pub enum Target {
     Pattern,
 }
 
-/// How addresses map to targets: explicit routes win over subscriptions' forms.
+/// How addresses map to targets: explicit routes win over subscriptions' forms; what was
+/// resolved is cached.
 #[derive(Debug, Default)]
 pub(crate) struct Routes {
     explicit: RwLock<HashMap<Address, Target>>,
     subscribed: RwLock<HashMap<Address, Target>>,
+    resolved: RwLock<HashMap<Address, Target>>,
 }
 
 impl Routes {
     pub(crate) fn route(&self, address: Address, target: Target) {
+        self.forget(&address);
         if let Ok(mut map) = self.explicit.write() {
             map.insert(address, target);
         }
     }
 
     pub(crate) fn subscribed(&self, address: Address, target: Target) {
+        self.forget(&address);
         if let Ok(mut map) = self.subscribed.write() {
             map.insert(address, target);
         }
     }
 
-    pub(crate) fn target(&self, address: &Address) -> Target {
+    fn declared(&self, address: &Address) -> Option<Target> {
         let lookup = |map: &RwLock<HashMap<Address, Target>>| {
             map.read().ok().and_then(|m| m.get(address).copied())
         };
-        lookup(&self.explicit)
-            .or_else(|| lookup(&self.subscribed))
-            .unwrap_or(Target::Stream(None))
+        lookup(&self.explicit).or_else(|| lookup(&self.subscribed))
+    }
+
+    fn resolved(&self, address: &Address) -> Option<Target> {
+        self.resolved
+            .read()
+            .ok()
+            .and_then(|m| m.get(address).copied())
+    }
+
+    fn remember(&self, address: &Address, target: Target) {
+        if let Ok(mut map) = self.resolved.write() {
+            map.insert(address.clone(), target);
+        }
+    }
+
+    fn forget(&self, address: &Address) {
+        if let Ok(mut map) = self.resolved.write() {
+            map.remove(address);
+        }
+    }
+}
+
+/// A key's kind: its `TYPE`, else `marker:<kind>` from `{key}:kind`, else `none`.
+const RESOLVE: &str = r"
+local t = redis.call('TYPE', KEYS[1])
+if type(t) == 'table' then t = t['ok'] end
+if t ~= 'none' then return t end
+local m = redis.call('GET', KEYS[2])
+if m then return 'marker:' .. m end
+return 'none'
+";
+
+/// Leaves the kind marker of a list or channel subscription's address.
+pub(crate) async fn mark(
+    pool: &Pool,
+    keys: &Keys,
+    kind: &'static str,
+) -> Result<(), fred::error::Error> {
+    pool.set::<Value, _, _>(keys.kind(), kind, None, None, false)
+        .await
+        .map(drop)
+}
+
+/// What a target is called in errors.
+fn kind_of(target: Target) -> &'static str {
+    match target {
+        Target::Stream(_) => "stream",
+        Target::List => "list",
+        Target::Channel => "channel",
+        Target::Pattern => "pattern",
     }
 }
 
@@ -111,11 +174,26 @@ impl RedisPublisher {
                 });
             }
         };
-        result.map_err(|e| PublishError {
-            address: to.to_string(),
-            kind: failure::publish(&e),
-            message,
-        })
+        match result {
+            Ok(()) => Ok(()),
+            Err(e) if e.details().starts_with("WRONGTYPE") => {
+                self.routes.forget(&to);
+                let real = self
+                    .kind(&keys)
+                    .await
+                    .unwrap_or_else(|_| "another kind".into());
+                Err(bad_address(
+                    to,
+                    message,
+                    format!("key {} is a {real}, not a {}", keys.main(), kind_of(target)),
+                ))
+            }
+            Err(e) => Err(PublishError {
+                address: to.to_string(),
+                kind: failure::publish(&e),
+                message,
+            }),
+        }
     }
 
     async fn xadd(
@@ -147,11 +225,91 @@ impl RedisPublisher {
         let cmd = CustomCommand::new_static("XADD", ClusterHash::FirstKey, false);
         self.pool.custom::<Value, Value>(cmd, args).await.map(drop)
     }
+
+    /// The kind of `to`'s key, as [`RESOLVE`] says.
+    async fn kind(&self, keys: &Keys) -> Result<String, fred::error::Error> {
+        let script_keys = vec![Key::from(keys.main()), Key::from(keys.kind())];
+        let kind: Value = self
+            .pool
+            .next()
+            .eval(RESOLVE, script_keys, Vec::<Value>::new())
+            .await?;
+        Ok(kind.as_string().unwrap_or_else(|| "none".into()))
+    }
+
+    /// Resolves the target of `to` (see the module docs) and publishes.
+    async fn publish_resolved(&self, to: Address, message: Message) -> Result<(), PublishError> {
+        let declared = self.routes.declared(&to);
+        if let Some(target @ (Target::Channel | Target::Pattern)) = declared {
+            if target == Target::Channel {
+                self.routes.remember(&to, target);
+            }
+            return self.publish_as(to, target, message).await;
+        }
+        let keys = Keys::new(&self.prefix, to.as_str());
+        let real = match self.kind(&keys).await {
+            Ok(real) => real,
+            Err(e) => {
+                return Err(PublishError {
+                    address: to.to_string(),
+                    kind: failure::publish(&e),
+                    message,
+                });
+            }
+        };
+        let real = real.strip_prefix("marker:").unwrap_or(&real);
+        let found = match real {
+            "stream" => Some(Target::Stream(None)),
+            "list" => Some(Target::List),
+            "channel" => Some(Target::Channel),
+            "none" => None,
+            other => {
+                let why = format!(
+                    "key {} is a {other}: publishing needs a stream, a list or a channel",
+                    keys.main()
+                );
+                return Err(bad_address(to, message, why));
+            }
+        };
+        // Whether the target is known for good once this publish succeeds.
+        let (target, known) = match (declared, found) {
+            (Some(target), None) => (target, true),
+            (Some(target), Some(found)) if kind_of(target) == kind_of(found) => (target, true),
+            (Some(target), Some(found)) => {
+                let why = format!(
+                    "key {} is a {}, but {to} is routed as a {}",
+                    keys.main(),
+                    kind_of(found),
+                    kind_of(target)
+                );
+                return Err(bad_address(to, message, why));
+            }
+            (None, Some(found)) => (found, true),
+            // A key that does not exist yet, nobody declared: the default.
+            (None, None) => (Target::Stream(None), false),
+        };
+        let address = known.then(|| to.clone());
+        self.publish_as(to, target, message).await?;
+        if let Some(address) = address {
+            self.routes.remember(&address, target);
+        }
+        Ok(())
+    }
+}
+
+fn bad_address(to: Address, message: Message, why: String) -> PublishError {
+    PublishError {
+        address: to.to_string(),
+        kind: PublishErrorKind::BadAddress(why),
+        message,
+    }
 }
 
 impl Publish for RedisPublisher {
     fn publish(&self, to: Address, message: Message) -> BoxFuture<'_, Result<(), PublishError>> {
-        let target = self.routes.target(&to);
-        Box::pin(self.publish_as(to, target, message))
+        match self.routes.resolved(&to) {
+            Some(target) => Box::pin(self.publish_as(to, target, message)),
+            None => Box::pin(self.publish_resolved(to, message)),
+        }
     }
 }
