@@ -258,8 +258,10 @@ impl RedisBroker {
                     processing: processing.as_str().into(),
                     hand_back: hand_back.clone(),
                 });
+                let connection = self.reader().await?;
                 let reader = ReliableReader {
-                    client: self.reader().await?,
+                    client: (*connection).clone(),
+                    connection: Some(connection),
                     address: spec.address.clone(),
                     keys: [
                         keys.main().into(),
@@ -284,8 +286,10 @@ impl RedisBroker {
                 mark(&self.inner.pool, &keys, "list")
                     .await
                     .map_err(refused)?;
+                let connection = self.reader().await?;
                 let reader = ListReader {
-                    client: self.reader().await?,
+                    client: (*connection).clone(),
+                    connection: Some(connection),
                     pool: self.inner.pool.clone(),
                     tracker: self.inner.hand_backs.clone(),
                     address: spec.address.clone(),

@@ -378,3 +378,34 @@ async fn takes_replayed_after_connection_resets_strand_nothing() {
     broker.close().await;
     ctx.cleanup().await;
 }
+
+#[tokio::test]
+async fn a_take_in_flight_when_the_subscription_is_dropped_is_handed_back() {
+    let ctx = ctx().await;
+    let proxy = Proxy::to_url(&support::url()).await;
+    let broker = broker_at(&ctx, &proxy.url()).await;
+    let mut options = ruststream_core::Options::default();
+    options.insert(ReliableList::new());
+    let mut spec = ruststream_core::SubscribeSpec::new("tasks");
+    spec.options = options;
+    spec.in_flight = 8;
+    let mut sub = broker.subscribe(spec).await.expect("subscribe");
+    for n in 0..3 {
+        ctx.publish_list("tasks", n).await;
+    }
+    // The first take runs on the server; its answer does not come back before the stop.
+    proxy.mute(true);
+    assert!(
+        next_within(&mut sub, Duration::from_millis(300))
+            .await
+            .is_none()
+    );
+    assert_eq!(processing_total(&ctx, "tasks").await, 3, "taken, unseen");
+    drop(sub);
+    proxy.reset();
+    proxy.mute(false);
+    broker.close().await;
+    assert_eq!(processing_total(&ctx, "tasks").await, 0, "nothing stranded");
+    assert_eq!(ctx.llen(&ctx.key("tasks")).await, 3);
+    ctx.cleanup().await;
+}

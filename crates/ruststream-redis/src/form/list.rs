@@ -24,7 +24,10 @@ type Pop = BoxFuture<'static, Result<Vec<Bytes>, fred::error::Error>>;
 
 /// Pops a list from the right (producers push on the left).
 pub(crate) struct ListReader {
-    pub(crate) client: crate::client::Reader,
+    /// The reading connection's client.
+    pub(crate) client: Client,
+    /// Closes that connection when dropped: kept until a pop in flight is answered.
+    pub(crate) connection: Option<crate::client::Reader>,
     pub(crate) pool: Pool,
     pub(crate) tracker: Arc<Tracker>,
     pub(crate) address: Address,
@@ -41,7 +44,7 @@ pub(crate) struct ListReader {
 
 impl ListReader {
     fn pop(&self) -> Pop {
-        let client: Client = (*self.client).clone();
+        let client = self.client.clone();
         let key = self.key.clone();
         let (count, block) = (self.count, self.block);
         Box::pin(async move {
@@ -112,14 +115,19 @@ impl Reader for ListReader {
             return;
         }
         let (pool, key) = (self.pool.clone(), self.key.clone());
+        let connection = self.connection.take();
         let spawned = spawn_tracked(&self.tracker, async move {
-            if let Some(pop) = pop
-                && let Ok(popped) = pop.await
-            {
-                let mut all: Vec<Bytes> = popped.into_iter().rev().collect();
-                all.append(&mut newest_first);
-                newest_first = all;
+            if let Some(pop) = pop {
+                match pop.await {
+                    Ok(popped) => {
+                        let mut all: Vec<Bytes> = popped.into_iter().rev().collect();
+                        all.append(&mut newest_first);
+                        newest_first = all;
+                    }
+                    Err(error) => tracing::warn!(%error, "redis pop in flight at stop failed"),
+                }
             }
+            drop(connection);
             push_back(&pool, &key, newest_first).await;
         });
         if !spawned {

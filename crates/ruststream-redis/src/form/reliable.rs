@@ -70,7 +70,10 @@ type Take = BoxFuture<'static, Result<Value, fred::error::Error>>;
 
 /// Reads a reliable list.
 pub(crate) struct ReliableReader {
-    pub(crate) client: crate::client::Reader,
+    /// The reading connection's client.
+    pub(crate) client: Client,
+    /// Closes that connection when dropped: kept until a take in flight is answered.
+    pub(crate) connection: Option<crate::client::Reader>,
     pub(crate) address: Address,
     /// The list, the processing list, the last-take key.
     pub(crate) keys: [Key; 3],
@@ -90,7 +93,7 @@ pub(crate) struct ReliableReader {
 
 impl ReliableReader {
     fn take(&self) -> Take {
-        let client: Client = (*self.client).clone();
+        let client = self.client.clone();
         let keys = self.keys.to_vec();
         let args = vec![
             Value::from(format!("{}-{}", self.nonce, self.next_take)),
@@ -168,12 +171,21 @@ impl Reader for ReliableReader {
         };
         let unread: Vec<Delivery> = unread.drain(..).collect();
         let hand_back = self.hand_back.clone();
+        let connection = self.connection.take();
         spawn_tracked(&self.tracker, async move {
-            if let Ok(taken) = take.await {
-                for wrapped in elements(taken).into_iter().rev() {
-                    hand_back.give(wrapped);
+            match take.await {
+                Ok(taken) => {
+                    for wrapped in elements(taken).into_iter().rev() {
+                        hand_back.give(wrapped);
+                    }
+                }
+                Err(error) => {
+                    // What it took stays in the processing list: handed back when this
+                    // consumer's heartbeat expires.
+                    tracing::warn!(%error, "redis take in flight at stop failed");
                 }
             }
+            drop(connection);
             for delivery in unread.into_iter().rev() {
                 drop(delivery);
             }
