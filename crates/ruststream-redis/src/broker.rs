@@ -276,6 +276,7 @@ impl RedisBroker {
                     nonce: take_nonce(),
                     next_take: 0,
                     in_flight: None,
+                    woken: false,
                     _heartbeat: AbortOnDrop(consumer.spawn_heartbeat()),
                 };
                 self.subscribed(&spec.address, Target::List);

@@ -88,6 +88,9 @@ pub(crate) struct ReliableReader {
     pub(crate) next_take: u64,
     /// The take sent and not answered yet (kept when a read is cancelled).
     pub(crate) in_flight: Option<Take>,
+    /// The wait just saw an element arrive on an empty list: the next take takes that
+    /// one alone, as a blocking pop would have (what arrives next is the next batch).
+    pub(crate) woken: bool,
     pub(crate) _heartbeat: AbortOnDrop,
 }
 
@@ -97,14 +100,14 @@ impl ReliableReader {
         let keys = self.keys.to_vec();
         let args = vec![
             Value::from(format!("{}-{}", self.nonce, self.next_take)),
-            Value::from(self.count.to_string()),
+            Value::from(if self.woken { 1 } else { self.count }.to_string()),
             Value::from(TAKE_MEMORY.as_millis().to_string()),
         ];
         Box::pin(async move { client.eval(TAKE, keys, args).await })
     }
 
-    /// Waits until the list has an element, without moving it.
-    async fn wait(&mut self) -> Result<(), fred::error::Error> {
+    /// Waits until the list has an element, without moving it; whether one came.
+    async fn wait(&mut self) -> Result<bool, fred::error::Error> {
         let options = CommandOptions {
             timeout: Some(self.block + Duration::from_secs(5)),
             ..CommandOptions::default()
@@ -124,7 +127,7 @@ impl ReliableReader {
             .with_options(&options)
             .custom::<Value, _>(blmove, args)
             .await
-            .map(drop)
+            .map(|element| !element.is_null())
     }
 
     async fn read_once(&mut self) -> Result<Vec<Delivery>, fred::error::Error> {
@@ -138,8 +141,9 @@ impl ReliableReader {
         self.in_flight = None;
         let taken = elements(taken?);
         self.next_take += 1;
+        self.woken = false;
         if taken.is_empty() {
-            self.wait().await?;
+            self.woken = self.wait().await?;
         }
         Ok(taken
             .into_iter()
