@@ -16,12 +16,11 @@ use tokio::sync::watch;
 use crate::acker::{NoAcker, StreamAcker, StreamMode};
 use crate::batch::Batcher;
 use crate::form::claiming::Claimer;
-use crate::form::handback::{HandBack, Tracker};
+use crate::form::handback::Tracker;
 use crate::form::list::ListReader;
 use crate::form::pubsub::PubSubReader;
-use crate::form::recovery::{AbortOnDrop, Consumer};
+use crate::form::recovery::AbortOnDrop;
 use crate::form::reliable::ReliableReader;
-use crate::form::reliable_acker::ReliableAcker;
 use crate::form::stream::{StreamReader, ensure_group};
 use crate::form::{self};
 use crate::keys::{Keys, default_consumer};
@@ -233,75 +232,34 @@ impl RedisBroker {
                     .await
             }
             Form::ReliableList(options) => {
-                let keys = self.keys(spec.address.as_str());
-                let consumer = Consumer {
-                    pool: self.inner.pool.clone(),
-                    keys: keys.clone(),
-                    name: options.consumer.unwrap_or_else(default_consumer),
-                    heartbeat: options.heartbeat,
-                };
-                mark(&self.inner.pool, &keys, "list")
-                    .await
-                    .map_err(refused)?;
-                consumer.recover(true).await.map_err(refused)?;
-                consumer.beat().await.map_err(refused)?;
-                consumer.recover(false).await.map_err(refused)?;
-                let processing = consumer.processing();
-                let hand_back = Arc::new(HandBack::new(
-                    self.inner.pool.clone(),
-                    keys.main(),
-                    &processing,
-                    self.inner.hand_backs.clone(),
-                ));
-                let acker: Arc<dyn Acker> = Arc::new(ReliableAcker {
-                    pool: self.inner.pool.clone(),
-                    processing: processing.as_str().into(),
-                    hand_back: hand_back.clone(),
-                });
                 let connection = self.reader().await?;
-                let reader = ReliableReader {
-                    client: (*connection).clone(),
-                    connection: Some(connection),
-                    address: spec.address.clone(),
-                    keys: [
-                        keys.main().into(),
-                        processing.as_str().into(),
-                        consumer.last_take().into(),
-                    ],
-                    block: options.block,
+                let reader = ReliableReader::open(
+                    self.inner.pool.clone(),
+                    connection,
+                    self.keys(spec.address.as_str()),
+                    spec.address.clone(),
+                    options,
                     count,
-                    acker,
-                    hand_back,
-                    tracker: self.inner.hand_backs.clone(),
-                    nonce: take_nonce(),
-                    next_take: 0,
-                    in_flight: None,
-                    woken: false,
-                    _heartbeat: AbortOnDrop(consumer.spawn_heartbeat()),
-                };
+                    self.inner.hand_backs.clone(),
+                )
+                .await
+                .map_err(refused)?;
                 self.subscribed(&spec.address, Target::List);
                 Ok(self.subscription(reader, Capabilities::SETTLES))
             }
             Form::List(options) => {
-                let keys = self.keys(spec.address.as_str());
-                mark(&self.inner.pool, &keys, "list")
-                    .await
-                    .map_err(refused)?;
                 let connection = self.reader().await?;
-                let reader = ListReader {
-                    client: (*connection).clone(),
-                    connection: Some(connection),
-                    pool: self.inner.pool.clone(),
-                    tracker: self.inner.hand_backs.clone(),
-                    address: spec.address.clone(),
-                    key: keys.main().to_owned(),
-                    block: options.block,
+                let reader = ListReader::open(
+                    self.inner.pool.clone(),
+                    connection,
+                    self.keys(spec.address.as_str()),
+                    spec.address.clone(),
+                    options.block,
                     count,
-                    acker: Arc::new(NoAcker),
-                    last: Vec::new(),
-                    in_flight: None,
-                    seq: 0,
-                };
+                    self.inner.hand_backs.clone(),
+                )
+                .await
+                .map_err(refused)?;
                 self.subscribed(&spec.address, Target::List);
                 Ok(self.subscription(reader, Capabilities::NONE))
             }
@@ -447,17 +405,6 @@ impl RedisBroker {
 
 /// How long `close` waits for list elements being handed back.
 const HAND_BACK_WAIT: Duration = Duration::from_secs(10);
-
-/// A take-id prefix unique per reliable-list subscription: process, time, counter.
-fn take_nonce() -> String {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    format!("{}.{nanos:x}.{n}", std::process::id())
-}
 
 fn refused(error: fred::error::Error) -> SubscribeError {
     if crate::failure::is_connection(&error) {

@@ -18,7 +18,10 @@ use ruststream_core::{Acker, Address, BoxFuture, ConsumeError, Delivery, Tag};
 
 use super::handback::{Tracker, push_back, spawn_tracked};
 use super::{Reader, consume_error};
+use crate::acker::NoAcker;
 use crate::frame;
+use crate::keys::Keys;
+use crate::publisher::mark;
 
 type Pop = BoxFuture<'static, Result<Vec<Bytes>, fred::error::Error>>;
 
@@ -43,6 +46,33 @@ pub(crate) struct ListReader {
 }
 
 impl ListReader {
+    /// Opens the reader of list `keys`, leaving the list's kind marker.
+    pub(crate) async fn open(
+        pool: Pool,
+        connection: crate::client::Reader,
+        keys: Keys,
+        address: Address,
+        block: Duration,
+        count: usize,
+        tracker: Arc<Tracker>,
+    ) -> Result<Self, fred::error::Error> {
+        mark(&pool, &keys, "list").await?;
+        Ok(Self {
+            client: (*connection).clone(),
+            connection: Some(connection),
+            pool,
+            tracker,
+            address,
+            key: keys.main().to_owned(),
+            block,
+            count,
+            acker: Arc::new(NoAcker),
+            last: Vec::new(),
+            in_flight: None,
+            seq: 0,
+        })
+    }
+
     fn pop(&self) -> Pop {
         let client = self.client.clone();
         let key = self.key.clone();

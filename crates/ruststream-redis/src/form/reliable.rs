@@ -19,17 +19,23 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use bytes::Bytes;
-use fred::clients::Client;
+use fred::clients::{Client, Pool};
 use fred::interfaces::{ClientLike, LuaInterface};
 use fred::types::config::Options as CommandOptions;
 use fred::types::{ClusterHash, CustomCommand, Key, Value};
-use ruststream_core::{Acker, Address, BoxFuture, ConsumeError, Delivery, Tag};
+use ruststream_core::{Address, BoxFuture, ConsumeError, Delivery, Tag};
 
 use super::handback::{HandBack, Tracker, spawn_tracked};
 use super::list::{elements, from_frame};
-use super::recovery::AbortOnDrop;
+use super::recovery::{AbortOnDrop, Consumer};
+use super::reliable_acker::ReliableAcker;
 use super::{Reader, consume_error, wrap};
+use crate::keys::{Keys, default_consumer};
+use crate::options::ReliableList;
+use crate::publisher::mark;
 
 /// Moves up to `ARGV[2]` entries from the right of `KEYS[1]` to the left of `KEYS[2]`,
 /// wrapped with take id `ARGV[1]`, and records the take in `KEYS[3]` (expiring after
@@ -66,6 +72,17 @@ return out
 /// How long a take is remembered for a replay: longer than any reconnection.
 const TAKE_MEMORY: Duration = Duration::from_secs(3600);
 
+/// A take-id prefix unique per subscription: process, time, counter.
+fn take_nonce() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    format!("{}.{nanos:x}.{n}", std::process::id())
+}
+
 type Take = BoxFuture<'static, Result<Value, fred::error::Error>>;
 
 /// Reads a reliable list.
@@ -79,7 +96,7 @@ pub(crate) struct ReliableReader {
     pub(crate) keys: [Key; 3],
     pub(crate) block: Duration,
     pub(crate) count: usize,
-    pub(crate) acker: Arc<dyn Acker>,
+    pub(crate) acker: Arc<ReliableAcker>,
     pub(crate) hand_back: Arc<HandBack>,
     pub(crate) tracker: Arc<Tracker>,
     /// Unique per subscription; a take id is `nonce-n`.
@@ -95,6 +112,62 @@ pub(crate) struct ReliableReader {
 }
 
 impl ReliableReader {
+    /// Opens the reader of a consumer of list `keys` with `options`: leaves the list's
+    /// kind marker, hands back this consumer's own processing list (a restart under the
+    /// same name), beats, hands back dead consumers' lists, starts the heartbeat.
+    pub(crate) async fn open(
+        pool: Pool,
+        connection: crate::client::Reader,
+        keys: Keys,
+        address: Address,
+        options: ReliableList,
+        count: usize,
+        tracker: Arc<Tracker>,
+    ) -> Result<Self, fred::error::Error> {
+        let consumer = Consumer {
+            pool: pool.clone(),
+            keys: keys.clone(),
+            name: options.consumer.unwrap_or_else(default_consumer),
+            heartbeat: options.heartbeat,
+        };
+        mark(&pool, &keys, "list").await?;
+        consumer.recover(true).await?;
+        consumer.beat().await?;
+        consumer.recover(false).await?;
+        let processing = consumer.processing();
+        let hand_back = Arc::new(HandBack::new(
+            pool.clone(),
+            keys.main(),
+            &processing,
+            tracker.clone(),
+        ));
+        let acker = Arc::new(ReliableAcker {
+            pool,
+            processing: processing.as_str().into(),
+            hand_back: hand_back.clone(),
+        });
+        Ok(Self {
+            client: (*connection).clone(),
+            connection: Some(connection),
+            address,
+            keys: [
+                keys.main().into(),
+                processing.as_str().into(),
+                consumer.last_take().into(),
+            ],
+            block: options.block,
+            count,
+            acker,
+            hand_back,
+            tracker,
+            nonce: take_nonce(),
+            next_take: 0,
+            in_flight: None,
+            woken: false,
+            _heartbeat: AbortOnDrop(consumer.spawn_heartbeat()),
+        })
+    }
+
     fn take(&self) -> Take {
         let client = self.client.clone();
         let keys = self.keys.to_vec();
