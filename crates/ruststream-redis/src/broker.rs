@@ -25,7 +25,8 @@ use crate::form::stream::{StreamReader, ensure_group};
 use crate::form::{self};
 use crate::keys::{Keys, default_consumer};
 use crate::options::{DelayedRetry, Form, Group, form_of};
-use crate::publisher::{RedisPublisher, Routes, Target, mark};
+use crate::publisher::{RedisPublisher, Target};
+use crate::routes::{Routes, mark};
 use crate::{ConnectError, client, delayed, url};
 
 /// Connection settings beyond the URL.

@@ -174,6 +174,7 @@ mod keys;
 mod options;
 mod publisher;
 mod reply;
+mod routes;
 #[cfg(feature = "tls")]
 mod tls;
 mod url;

@@ -17,17 +17,17 @@
 //! A `WRONGTYPE` answer (the key changed kind since) forgets the cached kind and is
 //! `BadAddress` naming the key and both kinds. A pattern cannot be published to.
 
-use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use fred::clients::Pool;
-use fred::interfaces::{ClientLike, KeysInterface, ListInterface, LuaInterface, PubsubInterface};
-use fred::types::{ClusterHash, CustomCommand, Key, Value};
+use fred::interfaces::{ClientLike, ListInterface, PubsubInterface};
+use fred::types::{ClusterHash, CustomCommand, Value};
 use ruststream_core::{Address, BoxFuture, Message, Publish, PublishError, PublishErrorKind};
 
 use crate::delayed::now_ms;
 use crate::keys::Keys;
 use crate::options::Trim;
+use crate::routes::{Routes, kind_of, real_kind};
 use crate::{entry, failure, frame};
 
 /// What an address is when publishing to it.
@@ -42,88 +42,6 @@ pub enum Target {
     Channel,
     /// A pattern subscription's address: publishing to it is refused.
     Pattern,
-}
-
-/// How addresses map to targets: explicit routes win over subscriptions' forms; what was
-/// resolved is cached.
-#[derive(Debug, Default)]
-pub(crate) struct Routes {
-    explicit: RwLock<HashMap<Address, Target>>,
-    subscribed: RwLock<HashMap<Address, Target>>,
-    resolved: RwLock<HashMap<Address, Target>>,
-}
-
-impl Routes {
-    pub(crate) fn route(&self, address: Address, target: Target) {
-        self.forget(&address);
-        if let Ok(mut map) = self.explicit.write() {
-            map.insert(address, target);
-        }
-    }
-
-    pub(crate) fn subscribed(&self, address: Address, target: Target) {
-        self.forget(&address);
-        if let Ok(mut map) = self.subscribed.write() {
-            map.insert(address, target);
-        }
-    }
-
-    fn declared(&self, address: &Address) -> Option<Target> {
-        let lookup = |map: &RwLock<HashMap<Address, Target>>| {
-            map.read().ok().and_then(|m| m.get(address).copied())
-        };
-        lookup(&self.explicit).or_else(|| lookup(&self.subscribed))
-    }
-
-    fn resolved(&self, address: &Address) -> Option<Target> {
-        self.resolved
-            .read()
-            .ok()
-            .and_then(|m| m.get(address).copied())
-    }
-
-    fn remember(&self, address: &Address, target: Target) {
-        if let Ok(mut map) = self.resolved.write() {
-            map.insert(address.clone(), target);
-        }
-    }
-
-    fn forget(&self, address: &Address) {
-        if let Ok(mut map) = self.resolved.write() {
-            map.remove(address);
-        }
-    }
-}
-
-/// A key's kind: its `TYPE`, else `marker:<kind>` from `{key}:kind`, else `none`.
-const RESOLVE: &str = r"
-local t = redis.call('TYPE', KEYS[1])
-if type(t) == 'table' then t = t['ok'] end
-if t ~= 'none' then return t end
-local m = redis.call('GET', KEYS[2])
-if m then return 'marker:' .. m end
-return 'none'
-";
-
-/// Leaves the kind marker of a list or channel subscription's address.
-pub(crate) async fn mark(
-    pool: &Pool,
-    keys: &Keys,
-    kind: &'static str,
-) -> Result<(), fred::error::Error> {
-    pool.set::<Value, _, _>(keys.kind(), kind, None, None, false)
-        .await
-        .map(drop)
-}
-
-/// What a target is called in errors.
-fn kind_of(target: Target) -> &'static str {
-    match target {
-        Target::Stream(_) => "stream",
-        Target::List => "list",
-        Target::Channel => "channel",
-        Target::Pattern => "pattern",
-    }
 }
 
 /// The broker's publisher: shares the broker's pool.
@@ -178,8 +96,7 @@ impl RedisPublisher {
             Ok(()) => Ok(()),
             Err(e) if e.details().starts_with("WRONGTYPE") => {
                 self.routes.forget(&to);
-                let real = self
-                    .kind(&keys)
+                let real = real_kind(&self.pool, &keys)
                     .await
                     .unwrap_or_else(|_| "another kind".into());
                 Err(bad_address(
@@ -226,17 +143,6 @@ impl RedisPublisher {
         self.pool.custom::<Value, Value>(cmd, args).await.map(drop)
     }
 
-    /// The kind of `to`'s key, as [`RESOLVE`] says.
-    async fn kind(&self, keys: &Keys) -> Result<String, fred::error::Error> {
-        let script_keys = vec![Key::from(keys.main()), Key::from(keys.kind())];
-        let kind: Value = self
-            .pool
-            .next()
-            .eval(RESOLVE, script_keys, Vec::<Value>::new())
-            .await?;
-        Ok(kind.as_string().unwrap_or_else(|| "none".into()))
-    }
-
     /// Resolves the target of `to` (see the module docs) and publishes.
     async fn publish_resolved(&self, to: Address, message: Message) -> Result<(), PublishError> {
         let declared = self.routes.declared(&to);
@@ -247,7 +153,7 @@ impl RedisPublisher {
             return self.publish_as(to, target, message).await;
         }
         let keys = Keys::new(&self.prefix, to.as_str());
-        let real = match self.kind(&keys).await {
+        let real = match real_kind(&self.pool, &keys).await {
             Ok(real) => real,
             Err(e) => {
                 return Err(PublishError {

@@ -21,7 +21,7 @@ use super::{Reader, consume_error};
 use crate::acker::NoAcker;
 use crate::frame;
 use crate::keys::Keys;
-use crate::publisher::mark;
+use crate::routes::mark;
 
 type Pop = BoxFuture<'static, Result<Vec<Bytes>, fred::error::Error>>;
 

@@ -35,7 +35,7 @@ use super::reliable_acker::ReliableAcker;
 use super::{Reader, consume_error, wrap};
 use crate::keys::{Keys, default_consumer};
 use crate::options::ReliableList;
-use crate::publisher::mark;
+use crate::routes::mark;
 
 /// Moves up to `ARGV[2]` entries from the right of `KEYS[1]` to the left of `KEYS[2]`,
 /// wrapped with take id `ARGV[1]`, and records the take in `KEYS[3]` (expiring after
