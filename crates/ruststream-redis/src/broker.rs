@@ -259,8 +259,7 @@ impl RedisBroker {
                     count,
                     self.inner.hand_backs.clone(),
                 )
-                .await
-                .map_err(refused)?;
+                .await;
                 self.subscribed(&spec.address, Target::List);
                 Ok(self.subscription(reader, Capabilities::NONE))
             }
@@ -339,15 +338,11 @@ impl RedisBroker {
         }
         let keys = self.keys(spec.address.as_str());
         if !pattern {
-            mark(&self.inner.pool, &keys, "channel")
-                .await
-                .map_err(refused)?;
+            mark(&self.inner.pool, &keys, "channel").await;
         }
         if let Some(retry_to) = &spec.declaration.retry_to {
             let retry_keys = self.keys(retry_to.as_str());
-            mark(&self.inner.pool, &retry_keys, "channel")
-                .await
-                .map_err(refused)?;
+            mark(&self.inner.pool, &retry_keys, "channel").await;
         }
         let channel = keys.main().to_owned();
         let client = client::subscriber(&self.inner.config)

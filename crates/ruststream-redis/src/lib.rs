@@ -66,9 +66,10 @@
 //! explicit [`RedisBroker::route`], which wins, or the form of a subscription opened on
 //! it on this broker), checked once against the key's real type; else the key's real
 //! type (`TYPE`: a stream or a list); else the kind marker `{key}:kind` (`list` or
-//! `channel`) that every list and Pub/Sub subscription leaves when it starts, so a
-//! producer-only service reaches a list or channel whose consumers run elsewhere, even
-//! while the list is empty; else — a key that does not exist and nobody declared — a
+//! `channel`) that every list and Pub/Sub subscription leaves when it starts (best
+//! effort: one whose user may not write it goes on, and its producers then need a
+//! route), so a producer-only service reaches a list or channel whose consumers run
+//! elsewhere, even while the list is empty; else — a key that does not exist and nobody declared — a
 //! stream, looked up again on the next publish. A declared kind the key contradicts, a
 //! key of another type (a string, a hash), and a `WRONGTYPE` answer (the key changed
 //! kind; the cached kind is forgotten) are `PublishErrorKind::BadAddress` naming the key

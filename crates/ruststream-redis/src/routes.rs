@@ -73,15 +73,17 @@ if m then return 'marker:' .. m end
 return 'none'
 ";
 
-/// Leaves the kind marker of a list or channel subscription's address.
-pub(crate) async fn mark(
-    pool: &Pool,
-    keys: &Keys,
-    kind: &'static str,
-) -> Result<(), fred::error::Error> {
-    pool.set::<Value, _, _>(keys.kind(), kind, None, None, false)
+/// Leaves the kind marker of a list or channel subscription's address. Best effort: a
+/// server that refuses the write (an ACL user without write access to the marker key)
+/// is logged and the subscription goes on; publishers then need a declared route.
+pub(crate) async fn mark(pool: &Pool, keys: &Keys, kind: &'static str) {
+    let key = keys.kind();
+    if let Err(error) = pool
+        .set::<Value, _, _>(key.as_str(), kind, None, None, false)
         .await
-        .map(drop)
+    {
+        tracing::warn!(%error, key, "redis kind marker not written");
+    }
 }
 
 /// What a target is called in errors.

@@ -55,9 +55,9 @@ impl ListReader {
         block: Duration,
         count: usize,
         tracker: Arc<Tracker>,
-    ) -> Result<Self, fred::error::Error> {
-        mark(&pool, &keys, "list").await?;
-        Ok(Self {
+    ) -> Self {
+        mark(&pool, &keys, "list").await;
+        Self {
             client: (*connection).clone(),
             connection: Some(connection),
             pool,
@@ -70,7 +70,7 @@ impl ListReader {
             last: Vec::new(),
             in_flight: None,
             seq: 0,
-        })
+        }
     }
 
     fn pop(&self) -> Pop {

@@ -130,7 +130,7 @@ impl ReliableReader {
             name: options.consumer.unwrap_or_else(default_consumer),
             heartbeat: options.heartbeat,
         };
-        mark(&pool, &keys, "list").await?;
+        mark(&pool, &keys, "list").await;
         consumer.recover(true).await?;
         consumer.beat().await?;
         consumer.recover(false).await?;
