@@ -117,3 +117,38 @@ async fn an_entry_popped_by_a_wait_cut_short_by_a_stop_is_pushed_back() {
     assert_eq!(left_in_order(&ctx, "plain").await, [1]);
     ctx.cleanup().await;
 }
+
+#[tokio::test]
+async fn a_graceful_stop_of_a_plain_list_mount_loses_nothing() {
+    use ruststream_conformance::ruststream::{App, Mount, Raw, ack};
+    let ctx = ctx().await;
+    for n in 0..100 {
+        ctx.publish_list("plain", n).await;
+    }
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let handler = move |Raw(body): Raw| {
+        let tx = tx.clone();
+        async move {
+            let _ = tx.send(body);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            ack()
+        }
+    };
+    // Default options: the runtime's prefetch, the form's defaults.
+    let running = App::new(ctx.broker.clone())
+        .mount(Mount::new("plain").option(List::new()), handler)
+        .start()
+        .await
+        .expect("start");
+    for _ in 0..3 {
+        rx.recv().await.expect("handled");
+    }
+    running.stop().await.expect("a graceful stop");
+    let mut handled = 3;
+    while rx.try_recv().is_ok() {
+        handled += 1;
+    }
+    let left = ctx.llen(&ctx.key("plain")).await;
+    assert_eq!(handled + left, 100, "{handled} handled, {left} left: none lost");
+    ctx.cleanup().await;
+}
