@@ -49,7 +49,11 @@
 //! A delivery dropped unsettled (`Acker::abandon`: `fail_fast`, a handler cut off at
 //! shutdown, a copy that could not be published) goes back to the right end of the list,
 //! where it is read next, and leaves the processing list in the same script, at once.
-//! Elements handed back are unwrapped; the list itself only ever holds frames.
+//! Elements handed back are unwrapped; the list itself only ever holds frames. An
+//! element left unwrapped in a processing list by an older version is handed back as it
+//! is; the other way round, an older version recovering this version's processing list
+//! would hand back wrapped elements (delivered as defects): upgrade every consumer of a
+//! list before any of them goes back.
 //!
 //! When a list subscription is dropped (a graceful stop), what it read but did not hand
 //! out goes back to the right end of the list, oldest rightmost: the rest of the last
