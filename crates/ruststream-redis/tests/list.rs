@@ -149,6 +149,10 @@ async fn a_graceful_stop_of_a_plain_list_mount_loses_nothing() {
         handled += 1;
     }
     let left = ctx.llen(&ctx.key("plain")).await;
-    assert_eq!(handled + left, 100, "{handled} handled, {left} left: none lost");
+    assert_eq!(
+        handled + left,
+        100,
+        "{handled} handled, {left} left: none lost"
+    );
     ctx.cleanup().await;
 }

@@ -127,7 +127,13 @@ impl HandBack {
         drop(queue);
         let this = self.clone();
         if !spawn_tracked(&self.tracker, this.flush()) {
-            tracing::warn!("no runtime to hand list elements back: they stay in processing");
+            let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+            queue.flushing = false;
+            let n = std::mem::take(&mut queue.elements).len();
+            tracing::warn!(
+                n,
+                "no runtime to hand list elements back: they stay in processing"
+            );
         }
     }
 
@@ -165,5 +171,31 @@ pub(crate) async fn push_back(pool: &Pool, key: &str, newest_first: Vec<Bytes>) 
     let values: Vec<Value> = newest_first.into_iter().map(Value::Bytes).collect();
     if let Err(error) = pool.rpush::<Value, _, _>(key, values).await {
         tracing::error!(%error, n, key, "popped list entries could not be pushed back: lost");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn idle_waits_for_running_work() {
+        let tracker = Arc::new(Tracker::default());
+        tracker.idle().await;
+        let busy = tracker.enter();
+        let waiting = tokio::time::timeout(Duration::from_millis(50), tracker.idle()).await;
+        assert!(waiting.is_err(), "still busy");
+        let idle = tokio::spawn({
+            let tracker = tracker.clone();
+            async move { tracker.idle().await }
+        });
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        drop(busy);
+        tokio::time::timeout(Duration::from_secs(1), idle)
+            .await
+            .expect("idle once the work ended")
+            .expect("task");
     }
 }
