@@ -30,7 +30,20 @@ use crate::options::Trim;
 use crate::routes::{Routes, kind_of, real_kind};
 use crate::{entry, failure, frame};
 
-/// What an address is when publishing to it.
+/// What an address is when publishing to it: declared with
+/// [`RedisBroker::route`](crate::RedisBroker::route) or picked for one message with
+/// [`RedisPublisher::publish_as`]; otherwise resolved from subscriptions, the key's type
+/// and its kind marker (see the crate docs, "Publishing").
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// use ruststream_redis::{RedisBroker, Target};
+///
+/// let broker = RedisBroker::connect("redis://127.0.0.1:6379").await?;
+/// // Dead letters go to a list a reliable-list service reads later.
+/// broker.route("orders.dead", Target::List);
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Target {
