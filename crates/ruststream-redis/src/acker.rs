@@ -6,10 +6,7 @@
 //! | `Requeue` | `Unsupported` | nothing: stays in the PEL | `Unsupported` | `Unsupported` | `Unsupported` |
 //! | `RequeueAfter(d)` | `Unsupported` | nothing: back after `min_idle` | `ZADD` copy, then `XACK` | `Unsupported` | `Unsupported` |
 
-use bytes::Bytes;
 use fred::clients::Pool;
-use fred::interfaces::ListInterface;
-use fred::types::{Key, Value};
 use ruststream_core::{AckError, Acker, Message, Settlement, Settling, Tag};
 
 use crate::batch::Batcher;
@@ -61,37 +58,6 @@ impl Acker for StreamAcker {
             _ => Settling::done(Err(AckError::Unsupported)),
         }
     }
-}
-
-/// Settles entries of a reliable list: `LREM` from the consumer's processing list.
-pub(crate) struct ListAcker {
-    pub(crate) pool: Pool,
-    pub(crate) processing: Key,
-}
-
-impl Acker for ListAcker {
-    fn settle(&self, tag: Tag, _message: Message, settlement: Settlement) -> Settling {
-        let Tag::Bytes(element) = tag else {
-            return Settling::done(Err(AckError::Refused("not a list element tag".into())));
-        };
-        match settlement {
-            Settlement::Accept | Settlement::Reject | Settlement::Remove => {
-                let (pool, key) = (self.pool.clone(), self.processing.clone());
-                Settling::pending(lrem(pool, key, element))
-            }
-            Settlement::Requeue | Settlement::RequeueAfter(_) => {
-                Settling::done(Err(AckError::Unsupported))
-            }
-        }
-    }
-}
-
-async fn lrem(pool: Pool, key: Key, element: Bytes) -> Result<(), AckError> {
-    // From the tail: the oldest copy of an element equal to this one goes first.
-    pool.lrem::<i64, _, _>(key, -1, Value::Bytes(element))
-        .await
-        .map(drop)
-        .map_err(|e| failure::ack(&e))
 }
 
 /// The acker of forms that cannot settle: plain lists and Pub/Sub.

@@ -13,17 +13,20 @@ use ruststream_core::{
 };
 use tokio::sync::watch;
 
-use crate::acker::{ListAcker, NoAcker, StreamAcker, StreamMode};
+use crate::acker::{NoAcker, StreamAcker, StreamMode};
 use crate::batch::Batcher;
 use crate::form::claiming::Claimer;
+use crate::form::handback::Tracker;
 use crate::form::list::ListReader;
 use crate::form::pubsub::PubSubReader;
-use crate::form::reliable::{AbortOnDrop, Consumer, ReliableReader};
+use crate::form::recovery::AbortOnDrop;
+use crate::form::reliable::ReliableReader;
 use crate::form::stream::{StreamReader, ensure_group};
 use crate::form::{self};
 use crate::keys::{Keys, default_consumer};
 use crate::options::{DelayedRetry, Form, Group, form_of};
-use crate::publisher::{RedisPublisher, Routes, Target};
+use crate::publisher::{RedisPublisher, Target};
+use crate::routes::{Routes, mark};
 use crate::{ConnectError, client, delayed, url};
 
 /// Connection settings beyond the URL.
@@ -105,6 +108,8 @@ struct Inner {
     pool: Pool,
     publisher: RedisPublisher,
     closed: Arc<watch::Sender<bool>>,
+    /// List elements being handed back; `close` waits for them.
+    hand_backs: Arc<Tracker>,
 }
 
 impl std::fmt::Debug for RedisBroker {
@@ -156,11 +161,14 @@ impl RedisBroker {
                 pool,
                 publisher,
                 closed: Arc::new(closed),
+                hand_backs: Arc::default(),
             }),
         })
     }
 
-    /// Publishes to `address` as `target` from now on, whatever subscriptions say.
+    /// Publishes to `address` as `target` from now on, whatever subscriptions say. The
+    /// key's real type is checked on the next publish: a key of the other kind is a
+    /// `PublishErrorKind::BadAddress` naming it (see the crate docs, "Publishing").
     pub fn route(&self, address: impl Into<Address>, target: Target) {
         self.inner.publisher.routes.route(address.into(), target);
     }
@@ -225,43 +233,33 @@ impl RedisBroker {
                     .await
             }
             Form::ReliableList(options) => {
-                let keys = self.keys(spec.address.as_str());
-                let consumer = Consumer {
-                    pool: self.inner.pool.clone(),
-                    keys: keys.clone(),
-                    name: options.consumer.unwrap_or_else(default_consumer),
-                    heartbeat: options.heartbeat,
-                };
-                consumer.recover(true).await.map_err(refused)?;
-                consumer.beat().await.map_err(refused)?;
-                consumer.recover(false).await.map_err(refused)?;
-                let processing = consumer.processing();
-                let acker: Arc<dyn Acker> = Arc::new(ListAcker {
-                    pool: self.inner.pool.clone(),
-                    processing: processing.as_str().into(),
-                });
-                let reader = ReliableReader {
-                    client: self.reader().await?,
-                    address: spec.address.clone(),
-                    key: keys.main().to_owned(),
-                    processing,
-                    block: options.block,
+                let connection = self.reader().await?;
+                let reader = ReliableReader::open(
+                    self.inner.pool.clone(),
+                    connection,
+                    self.keys(spec.address.as_str()),
+                    spec.address.clone(),
+                    options,
                     count,
-                    acker,
-                    _heartbeat: AbortOnDrop(consumer.spawn_heartbeat()),
-                };
+                    self.inner.hand_backs.clone(),
+                )
+                .await
+                .map_err(refused)?;
                 self.subscribed(&spec.address, Target::List);
                 Ok(self.subscription(reader, Capabilities::SETTLES))
             }
             Form::List(options) => {
-                let reader = ListReader {
-                    client: self.reader().await?,
-                    address: spec.address.clone(),
-                    key: self.keys(spec.address.as_str()).main().to_owned(),
-                    block: options.block,
+                let connection = self.reader().await?;
+                let reader = ListReader::open(
+                    self.inner.pool.clone(),
+                    connection,
+                    self.keys(spec.address.as_str()),
+                    spec.address.clone(),
+                    options.block,
                     count,
-                    acker: Arc::new(NoAcker),
-                };
+                    self.inner.hand_backs.clone(),
+                )
+                .await;
                 self.subscribed(&spec.address, Target::List);
                 Ok(self.subscription(reader, Capabilities::NONE))
             }
@@ -329,7 +327,24 @@ impl RedisBroker {
         pattern: bool,
         count: usize,
     ) -> Result<Subscription, SubscribeError> {
-        let channel = self.keys(spec.address.as_str()).main().to_owned();
+        if pattern && spec.declaration.retry_to.is_none() {
+            // Retry copies would otherwise go to a stream named like the pattern, which
+            // nobody reads.
+            return Err(SubscribeError::BadOption(format!(
+                "pattern {} needs a retry address: set retry_to on the mount \
+                 (Declaration::retry_to), a channel the pattern matches",
+                spec.address
+            )));
+        }
+        let keys = self.keys(spec.address.as_str());
+        if !pattern {
+            mark(&self.inner.pool, &keys, "channel").await;
+        }
+        if let Some(retry_to) = &spec.declaration.retry_to {
+            let retry_keys = self.keys(retry_to.as_str());
+            mark(&self.inner.pool, &retry_keys, "channel").await;
+        }
+        let channel = keys.main().to_owned();
         let client = client::subscriber(&self.inner.config)
             .await
             .map_err(disconnected)?;
@@ -384,6 +399,9 @@ impl RedisBroker {
     }
 }
 
+/// How long `close` waits for list elements being handed back.
+const HAND_BACK_WAIT: Duration = Duration::from_secs(10);
+
 fn refused(error: fred::error::Error) -> SubscribeError {
     if crate::failure::is_connection(&error) {
         SubscribeError::Disconnected(error.to_string())
@@ -415,6 +433,8 @@ impl Broker for RedisBroker {
     fn close(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
             self.inner.closed.send_replace(true);
+            // List elements being handed back (a stopped subscription's unread ones).
+            let _ = tokio::time::timeout(HAND_BACK_WAIT, self.inner.hand_backs.idle()).await;
             // Settlements already sent finish before QUIT is read by the server.
             tokio::time::sleep(Duration::from_millis(10)).await;
             let _ = self.inner.pool.quit().await;

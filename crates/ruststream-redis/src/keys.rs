@@ -34,6 +34,12 @@ impl Keys {
         format!("{}:delayed", self.base)
     }
 
+    /// The kind marker a list or Pub/Sub subscription leaves (`list`, `channel`), read
+    /// when publishing to a key that does not exist.
+    pub(crate) fn kind(&self) -> String {
+        format!("{}:kind", self.base)
+    }
+
     /// The set of consumers of a reliable list.
     pub(crate) fn consumers(&self) -> String {
         format!("{}:consumers", self.base)
@@ -42,6 +48,13 @@ impl Keys {
     /// The prefix of processing lists; the consumer name follows.
     pub(crate) fn processing_prefix(&self) -> String {
         format!("{}:processing:", self.base)
+    }
+
+    /// The prefix of the keys recording a consumer's last take (its id and size, so a
+    /// take replayed after a lost answer returns the same elements); the consumer name
+    /// follows.
+    pub(crate) fn take_prefix(&self) -> String {
+        format!("{}:take:", self.base)
     }
 
     /// The prefix of heartbeat keys; the consumer name follows.

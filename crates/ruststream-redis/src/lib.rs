@@ -15,7 +15,7 @@
 //! | [`Stream`] | settles | `XACK` | — | — | `x-ruststream-retry-count` |
 //! | [`Stream`] + [`DelayedRetry::DurableZset`] | settles, delays | `XACK` | — | `ZADD` copy (count + 1), then `XACK` | `x-ruststream-retry-count` |
 //! | [`Claiming`] | settles, requeues, counts, delays | `XACK` | stays in the PEL | stays in the PEL (at least `min_idle`) | the PEL delivery counter |
-//! | [`ReliableList`] | settles | `LREM` from the processing list | — | — | `x-ruststream-retry-count` |
+//! | [`ReliableList`] | settles | `LREM` of its own element from the processing list | — | — | `x-ruststream-retry-count` |
 //! | [`List`], [`PubSub`], [`Pattern`] | none | `AckError::Unsupported` | — | — | `x-ruststream-retry-count` |
 //!
 //! "—" is `AckError::Unsupported`; the runtime never asks for it, since it decides from the
@@ -35,13 +35,53 @@
 //! key; a live consumer hands the processing list of one whose heartbeat expired back to
 //! the list, atomically in Lua.
 //!
+//! # Lists: nothing stranded
+//!
+//! A [`ReliableList`] take is one Lua script that moves up to the batch size into the
+//! consumer's processing list, each element wrapped with an id of its own (a marker,
+//! the take id and index, a NUL, the element as it was). Two byte-identical messages in
+//! flight are two different elements: settling one (`LREM` of its wrapped element), or
+//! the client replaying that `LREM` after a reconnect, never removes the other. A take
+//! is recorded with its id: the client replaying it after a lost answer, or the reader
+//! sending it again after a read error, gets the elements the first one moved and moves
+//! nothing more, so nothing sits in the processing list unseen while the consumer runs.
+//! An empty list is waited on with `BLMOVE list list RIGHT RIGHT`, which moves nothing.
+//! A delivery dropped unsettled (`Acker::abandon`: `fail_fast`, a handler cut off at
+//! shutdown, a copy that could not be published) goes back to the right end of the list,
+//! where it is read next, and leaves the processing list in the same script, at once.
+//! Elements handed back are unwrapped; the list itself only ever holds frames. An
+//! element left unwrapped in a processing list by an older version is handed back as it
+//! is; the other way round, an older version recovering this version's processing list
+//! would hand back wrapped elements (delivered as defects): upgrade every consumer of a
+//! list before any of them goes back.
+//!
+//! When a list subscription is dropped (a graceful stop), what it read but did not hand
+//! out goes back to the right end of the list, oldest rightmost: the rest of the last
+//! batch, and what a take or pop still in flight returns. For a [`List`] that is entries
+//! popped and not handled (up to the prefetch) that would otherwise be lost.
+//! [`Broker::close`](ruststream_core::Broker::close) waits (up to 10 s) for these
+//! hand-backs before it closes the connections. [`PubSub`] and [`Pattern`] are at most
+//! once by nature: messages received and not handled when the subscription is dropped
+//! are lost, whether the reader had taken them from the client's queue or not.
+//!
 //! # Publishing
 //!
-//! An address is published to as what it is known as on this broker: the form of a
-//! subscription opened on it, or an explicit [`RedisBroker::route`] (which wins); an
-//! unknown address is a stream. [`RedisPublisher::publish_as`] picks the target for one
-//! message. A pattern cannot be published to: its mount declares a retry address, which
-//! is published to as a channel.
+//! What an address is gets resolved once per address and cached: a declared kind (an
+//! explicit [`RedisBroker::route`], which wins, or the form of a subscription opened on
+//! it on this broker), checked once against the key's real type; else the key's real
+//! type (`TYPE`: a stream or a list); else the kind marker `{key}:kind` (`list` or
+//! `channel`) that every list and Pub/Sub subscription leaves when it starts (best
+//! effort: one whose user may not write it goes on, and its producers then need a
+//! route), so a producer-only service reaches a list or channel whose consumers run
+//! elsewhere, even while the list is empty; else — a key that does not exist and nobody declared — a
+//! stream, looked up again on the next publish. A declared kind the key contradicts, a
+//! key of another type (a string, a hash), and a `WRONGTYPE` answer (the key changed
+//! kind; the cached kind is forgotten) are `PublishErrorKind::BadAddress` naming the key
+//! and both kinds. [`RedisPublisher::publish_as`] picks the target for one message. A
+//! pattern cannot be published to: its mount must declare a retry address (`retry_to`,
+//! else subscribing fails with `SubscribeError::BadOption`), which is published to as a
+//! channel. Any failure to publish (a reply included) is returned as a `PublishError`,
+//! never swallowed.
 //!
 //! # Wire format (compatible with ruststream 0.7)
 //!
@@ -60,7 +100,8 @@
 //!
 //! Every key is the address after [`Settings::key_prefix`]. Keys derived from it share its
 //! hash slot (`{key}:delayed`, `{key}:processing:<consumer>`, `{key}:alive:<consumer>`,
-//! `{key}:consumers`), so one subscription's keys live on one cluster node.
+//! `{key}:take:<consumer>`, `{key}:consumers`, `{key}:kind`), so one subscription's keys
+//! live on one cluster node.
 //!
 //! # Client
 //!
@@ -138,6 +179,7 @@ mod keys;
 mod options;
 mod publisher;
 mod reply;
+mod routes;
 #[cfg(feature = "tls")]
 mod tls;
 mod url;

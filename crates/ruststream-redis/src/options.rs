@@ -217,9 +217,13 @@ impl Claiming {
     }
 }
 
-/// A list read with `BLMOVE` into a processing list of this consumer's own; ack and drop
-/// are `LREM` from it. A live consumer hands entries stranded by a dead one (whose
-/// heartbeat key expired) back to the list.
+/// A list read into a processing list of this consumer's own (a Lua take, each element
+/// wrapped with an id of its own); ack and drop are `LREM` of that element from it. A
+/// delivery dropped unsettled goes back to the list at once; a take replayed after a
+/// reconnect returns what the first one took; a dropped subscription hands back what it
+/// read and did not hand out. A live consumer hands entries stranded by a dead one (whose
+/// heartbeat key expired) back to the list. See the crate docs, "Lists: nothing
+/// stranded".
 #[derive(Clone, Debug)]
 pub struct ReliableList {
     pub(crate) consumer: Option<String>,
@@ -265,7 +269,9 @@ impl ReliableList {
     }
 }
 
-/// A list popped with `BRPOP`: at most once, settlement is `AckError::Unsupported`.
+/// A list popped with `RPOP`/`BRPOP`: at most once, settlement is
+/// `AckError::Unsupported`. Entries popped and not handed out when the subscription is
+/// dropped (a graceful stop) are pushed back to the right end of the list, in order.
 #[derive(Clone, Debug)]
 pub struct List {
     pub(crate) block: Duration,
@@ -292,7 +298,8 @@ impl List {
     }
 }
 
-/// A Pub/Sub channel: the address is the channel. At most once.
+/// A Pub/Sub channel: the address is the channel. At most once: messages received and
+/// not handled when the subscription is dropped are lost.
 #[derive(Clone, Debug, Default)]
 pub struct PubSub {}
 
@@ -305,10 +312,12 @@ impl PubSub {
 
 /// The Pub/Sub channels matching the address as a glob pattern. At most once.
 ///
-/// Retry copies cannot go to a pattern: the mount declares where they go
-/// ([`Declaration::retry_to`](ruststream_core::Declaration::retry_to)); the broker
-/// publishes to that address as a channel. Each delivery's address is the channel it came
-/// on.
+/// Retry copies cannot go to a pattern: the mount must declare where they go
+/// ([`Declaration::retry_to`](ruststream_core::Declaration::retry_to), `Mount::retry_to`
+/// in the runtime); the broker publishes to that address as a channel. A pattern
+/// subscription without it is refused with `SubscribeError::BadOption`, since its copies
+/// would otherwise go nowhere anyone reads. Each delivery's address is the channel it
+/// came on.
 #[derive(Clone, Debug, Default)]
 pub struct Pattern {}
 

@@ -1,13 +1,23 @@
 //! Publishing: how an address maps to a stream, a list or a channel.
 //!
-//! An address is published to as what it was last declared as on this broker: by a
-//! subscription opened on it (stream forms → stream, list forms → list, Pub/Sub →
-//! channel), or explicitly with [`RedisBroker::route`](crate::RedisBroker::route), which
-//! wins over subscriptions. An address never declared is a stream. A pattern cannot be
-//! published to.
+//! The kind of an address is resolved explicitly, once per address, and cached:
+//!
+//! 1. Declared: an explicit [`RedisBroker::route`](crate::RedisBroker::route), else the
+//!    form of a subscription opened on it on this broker (stream forms → stream, list
+//!    forms → list, Pub/Sub → channel). A declared stream or list is checked against the
+//!    key's real type once: a key of the other kind is a
+//!    [`PublishErrorKind::BadAddress`] naming the key and both kinds.
+//! 2. Else the key's real type (`TYPE`): a stream or a list is published to as such;
+//!    a key of another type (a string, a hash) is `BadAddress`.
+//! 3. Else the kind marker `{key}:kind` that list and Pub/Sub subscriptions leave when
+//!    they start (`list` or `channel`), so that a producer-only service publishes to a
+//!    list or channel whose consumers run elsewhere, even while the list is empty.
+//! 4. Else a stream (the default): not cached, so the next publish looks again.
+//!
+//! A `WRONGTYPE` answer (the key changed kind since) forgets the cached kind and is
+//! `BadAddress` naming the key and both kinds. A pattern cannot be published to.
 
-use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use fred::clients::Pool;
 use fred::interfaces::{ClientLike, ListInterface, PubsubInterface};
@@ -17,9 +27,23 @@ use ruststream_core::{Address, BoxFuture, Message, Publish, PublishError, Publis
 use crate::delayed::now_ms;
 use crate::keys::Keys;
 use crate::options::Trim;
+use crate::routes::{Routes, kind_of, real_kind};
 use crate::{entry, failure, frame};
 
-/// What an address is when publishing to it.
+/// What an address is when publishing to it: declared with
+/// [`RedisBroker::route`](crate::RedisBroker::route) or picked for one message with
+/// [`RedisPublisher::publish_as`]; otherwise resolved from subscriptions, the key's type
+/// and its kind marker (see the crate docs, "Publishing").
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// use ruststream_redis::{RedisBroker, Target};
+///
+/// let broker = RedisBroker::connect("redis://127.0.0.1:6379").await?;
+/// // Dead letters go to a list a reliable-list service reads later.
+/// broker.route("orders.dead", Target::List);
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Target {
@@ -31,36 +55,6 @@ pub enum Target {
     Channel,
     /// A pattern subscription's address: publishing to it is refused.
     Pattern,
-}
-
-/// How addresses map to targets: explicit routes win over subscriptions' forms.
-#[derive(Debug, Default)]
-pub(crate) struct Routes {
-    explicit: RwLock<HashMap<Address, Target>>,
-    subscribed: RwLock<HashMap<Address, Target>>,
-}
-
-impl Routes {
-    pub(crate) fn route(&self, address: Address, target: Target) {
-        if let Ok(mut map) = self.explicit.write() {
-            map.insert(address, target);
-        }
-    }
-
-    pub(crate) fn subscribed(&self, address: Address, target: Target) {
-        if let Ok(mut map) = self.subscribed.write() {
-            map.insert(address, target);
-        }
-    }
-
-    pub(crate) fn target(&self, address: &Address) -> Target {
-        let lookup = |map: &RwLock<HashMap<Address, Target>>| {
-            map.read().ok().and_then(|m| m.get(address).copied())
-        };
-        lookup(&self.explicit)
-            .or_else(|| lookup(&self.subscribed))
-            .unwrap_or(Target::Stream(None))
-    }
 }
 
 /// The broker's publisher: shares the broker's pool.
@@ -111,11 +105,25 @@ impl RedisPublisher {
                 });
             }
         };
-        result.map_err(|e| PublishError {
-            address: to.to_string(),
-            kind: failure::publish(&e),
-            message,
-        })
+        match result {
+            Ok(()) => Ok(()),
+            Err(e) if e.details().starts_with("WRONGTYPE") => {
+                self.routes.forget(&to);
+                let real = real_kind(&self.pool, &keys)
+                    .await
+                    .unwrap_or_else(|_| "another kind".into());
+                Err(bad_address(
+                    to,
+                    message,
+                    format!("key {} is a {real}, not a {}", keys.main(), kind_of(target)),
+                ))
+            }
+            Err(e) => Err(PublishError {
+                address: to.to_string(),
+                kind: failure::publish(&e),
+                message,
+            }),
+        }
     }
 
     async fn xadd(
@@ -147,11 +155,80 @@ impl RedisPublisher {
         let cmd = CustomCommand::new_static("XADD", ClusterHash::FirstKey, false);
         self.pool.custom::<Value, Value>(cmd, args).await.map(drop)
     }
+
+    /// Resolves the target of `to` (see the module docs) and publishes.
+    async fn publish_resolved(&self, to: Address, message: Message) -> Result<(), PublishError> {
+        let declared = self.routes.declared(&to);
+        if let Some(target @ (Target::Channel | Target::Pattern)) = declared {
+            if target == Target::Channel {
+                self.routes.remember(&to, target);
+            }
+            return self.publish_as(to, target, message).await;
+        }
+        let keys = Keys::new(&self.prefix, to.as_str());
+        let real = match real_kind(&self.pool, &keys).await {
+            Ok(real) => real,
+            Err(e) => {
+                return Err(PublishError {
+                    address: to.to_string(),
+                    kind: failure::publish(&e),
+                    message,
+                });
+            }
+        };
+        let real = real.strip_prefix("marker:").unwrap_or(&real);
+        let found = match real {
+            "stream" => Some(Target::Stream(None)),
+            "list" => Some(Target::List),
+            "channel" => Some(Target::Channel),
+            "none" => None,
+            other => {
+                let why = format!(
+                    "key {} is a {other}: publishing needs a stream, a list or a channel",
+                    keys.main()
+                );
+                return Err(bad_address(to, message, why));
+            }
+        };
+        // Whether the target is known for good once this publish succeeds.
+        let (target, known) = match (declared, found) {
+            (Some(target), None) => (target, true),
+            (Some(target), Some(found)) if kind_of(target) == kind_of(found) => (target, true),
+            (Some(target), Some(found)) => {
+                let why = format!(
+                    "key {} is a {}, but {to} is routed as a {}",
+                    keys.main(),
+                    kind_of(found),
+                    kind_of(target)
+                );
+                return Err(bad_address(to, message, why));
+            }
+            (None, Some(found)) => (found, true),
+            // A key that does not exist yet, nobody declared: the default.
+            (None, None) => (Target::Stream(None), false),
+        };
+        let address = known.then(|| to.clone());
+        self.publish_as(to, target, message).await?;
+        if let Some(address) = address {
+            self.routes.remember(&address, target);
+        }
+        Ok(())
+    }
+}
+
+fn bad_address(to: Address, message: Message, why: String) -> PublishError {
+    PublishError {
+        address: to.to_string(),
+        kind: PublishErrorKind::BadAddress(why),
+        message,
+    }
 }
 
 impl Publish for RedisPublisher {
     fn publish(&self, to: Address, message: Message) -> BoxFuture<'_, Result<(), PublishError>> {
-        let target = self.routes.target(&to);
-        Box::pin(self.publish_as(to, target, message))
+        match self.routes.resolved(&to) {
+            Some(target) => Box::pin(self.publish_as(to, target, message)),
+            None => Box::pin(self.publish_resolved(to, message)),
+        }
     }
 }

@@ -80,14 +80,13 @@ impl Harness for Redis {
     fn mount(&self, address: Address) -> Mount {
         let block = Duration::from_millis(100);
         let mount = Mount::new(address);
-        // Stable consumer names: a later service is the same consumer restarted and
-        // takes back what an earlier one left unsettled (claiming takes it after
-        // `min_idle` whoever held it).
+        // Stable consumer names for streams: a later service is the same consumer
+        // restarted and takes back what an earlier one left unsettled (claiming takes it
+        // after `min_idle` whoever held it). A reliable list runs with its defaults: what
+        // a service leaves unsettled goes back to the list when it stops.
         match self.form {
             Form::Stream => mount.option(Stream::new().consumer("conformance").block(block)),
-            Form::ReliableList => {
-                mount.option(ReliableList::new().consumer("conformance").block(block))
-            }
+            Form::ReliableList => mount.option(ReliableList::new()),
             Form::Claiming(min_idle) => mount.option(Claiming::new(min_idle).block(block)),
         }
     }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use ruststream_core::{
     AckError, Address, Broker, Capabilities, Declaration, Message, Options, PublishErrorKind,
-    SubscribeSpec, Verdict,
+    SubscribeError, SubscribeSpec, Verdict,
 };
 use ruststream_redis::{Pattern, PubSub};
 use support::{complete, copy_after, ctx, msg, n_of, next, next_within};
@@ -91,6 +91,29 @@ async fn only_messages_published_while_subscribed_arrive() {
         next_within(&mut sub, Duration::from_millis(300))
             .await
             .is_none()
+    );
+    ctx.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_pattern_without_a_retry_address_is_refused() {
+    let ctx = ctx().await;
+    let mut options = Options::default();
+    options.insert(Pattern::new());
+    let spec = SubscribeSpec {
+        address: Address::new("news.*"),
+        declaration: Declaration::default(),
+        in_flight: 8,
+        options,
+    };
+    let err = ctx
+        .broker
+        .subscribe(spec)
+        .await
+        .expect_err("retry copies would go to a stream nobody reads");
+    assert!(
+        matches!(&err, SubscribeError::BadOption(m) if m.contains("retry_to")),
+        "{err}"
     );
     ctx.cleanup().await;
 }

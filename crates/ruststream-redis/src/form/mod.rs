@@ -11,26 +11,47 @@ use ruststream_core::{ConsumeError, Delivery, DeliveryStream};
 use tokio::sync::watch;
 
 pub(crate) mod claiming;
+pub(crate) mod handback;
 pub(crate) mod list;
 pub(crate) mod pubsub;
+pub(crate) mod recovery;
 pub(crate) mod reliable;
+pub(crate) mod reliable_acker;
 pub(crate) mod stream;
+pub(crate) mod wrap;
 
 /// A form's reader: the next batch of deliveries, waiting at most about one `block`.
 pub(crate) trait Reader: Send + 'static {
     /// Reads the next batch; an empty batch is fine (the block timed out).
     fn read(&mut self) -> impl Future<Output = Result<Vec<Delivery>, ConsumeError>> + Send;
+
+    /// The subscription is dropped with `unread` (oldest first) read but not handed out:
+    /// a form that can gives them back. What it leaves in `unread` is dropped newest
+    /// first, each abandoned ([`Acker::abandon`](ruststream_core::Acker::abandon)).
+    fn stop(&mut self, unread: &mut VecDeque<Delivery>) {
+        let _ = unread;
+    }
 }
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
-struct State<R> {
+struct State<R: Reader> {
     reader: R,
     buffer: VecDeque<Delivery>,
     closed: watch::Receiver<bool>,
     _open: Arc<watch::Sender<bool>>,
     backoff: Duration,
+}
+
+impl<R: Reader> Drop for State<R> {
+    fn drop(&mut self) {
+        self.reader.stop(&mut self.buffer);
+        // Newest first: handed back one after the other, the oldest ends up read first.
+        while let Some(delivery) = self.buffer.pop_back() {
+            drop(delivery);
+        }
+    }
 }
 
 /// The deliveries of `reader` until the broker closes. A failed read is reported as an
