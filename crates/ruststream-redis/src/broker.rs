@@ -16,11 +16,15 @@ use tokio::sync::watch;
 use crate::acker::{ListAcker, NoAcker, StreamAcker, StreamMode};
 use crate::batch::Batcher;
 use crate::form::claiming::Claimer;
+use crate::form::held::Held;
+use crate::form::lease::{Lease, Leases, Owner, Refresh};
 use crate::form::list::ListReader;
 use crate::form::pubsub::PubSubReader;
+use crate::form::recovery::Recovery;
 use crate::form::reliable::{AbortOnDrop, Consumer, ReliableReader};
 use crate::form::stream::{StreamReader, ensure_group};
 use crate::form::{self};
+use crate::inflight::Inflight;
 use crate::keys::{Keys, default_consumer};
 use crate::options::{DelayedRetry, Form, Group, form_of};
 use crate::publisher::{RedisPublisher, Routes, Target};
@@ -105,6 +109,9 @@ struct Inner {
     pool: Pool,
     publisher: RedisPublisher,
     closed: Arc<watch::Sender<bool>>,
+    /// Settlements and lease releases that `close` waits for.
+    inflight: Inflight,
+    leases: Leases,
 }
 
 impl std::fmt::Debug for RedisBroker {
@@ -156,6 +163,8 @@ impl RedisBroker {
                 pool,
                 publisher,
                 closed: Arc::new(closed),
+                inflight: Inflight::default(),
+                leases: Leases::default(),
             }),
         })
     }
@@ -296,6 +305,31 @@ impl RedisBroker {
             (None, true) => StreamMode::Durable(keys.delayed()),
             (None, false) => StreamMode::Plain,
         };
+        let consumer = group.consumer.unwrap_or_else(default_consumer);
+        let held = Arc::new(Held::default());
+        let alive_prefix = keys.group_alive_prefix(&group.group);
+        let refresh = claimer.as_ref().map(|c: &Claimer| Refresh {
+            stream: keys.main().to_owned(),
+            group: group.group.clone(),
+            held: held.clone(),
+            every: (c.min_idle / 3).max(Duration::from_millis(10)),
+        });
+        let owner = Owner {
+            pool: self.inner.pool.clone(),
+            leases: self.inner.leases.clone(),
+            inflight: self.inner.inflight.clone(),
+            closed: self.inner.closed.subscribe(),
+        };
+        let lease = Lease::take(
+            owner,
+            format!("{alive_prefix}{consumer}"),
+            consumer.clone(),
+            group.heartbeat,
+            refresh,
+        )
+        .await
+        .map(Arc::new)
+        .map_err(refused)?;
         let acks = Batcher::spawn(
             self.inner.pool.clone(),
             Bytes::copy_from_slice(keys.main().as_bytes()),
@@ -305,6 +339,9 @@ impl RedisBroker {
             pool: self.inner.pool.clone(),
             acks,
             mode,
+            held: held.clone(),
+            inflight: self.inner.inflight.clone(),
+            _lease: lease.clone(),
         });
         let mut reader = StreamReader::new(
             self.reader().await?,
@@ -312,10 +349,13 @@ impl RedisBroker {
             spec.address.clone(),
             keys.main().to_owned(),
             group.group,
-            group.consumer.unwrap_or_else(default_consumer),
+            consumer,
             group.block,
             group.count.unwrap_or(count) as u64,
             acker,
+            held,
+            Recovery::new(alive_prefix, group.heartbeat),
+            lease,
         );
         reader.claimer = claimer;
         reader.delayed = durable.then(|| keys.delayed());
@@ -415,8 +455,17 @@ impl Broker for RedisBroker {
     fn close(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
             self.inner.closed.send_replace(true);
-            // Settlements already sent finish before QUIT is read by the server.
-            tokio::time::sleep(Duration::from_millis(10)).await;
+            // Settlements already asked for reach the server before QUIT; a lost
+            // connection bounds the wait (each command times out).
+            let settled = self.inner.inflight.idle();
+            if tokio::time::timeout(client::COMMAND_TIMEOUT, settled)
+                .await
+                .is_err()
+            {
+                tracing::warn!("redis close: settlements still unanswered; closing anyway");
+            }
+            // What this broker's consumers left pending is taken over at once.
+            self.inner.leases.release_all(&self.inner.pool).await;
             let _ = self.inner.pool.quit().await;
         })
     }

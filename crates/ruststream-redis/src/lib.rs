@@ -134,6 +134,7 @@ mod error;
 mod failure;
 mod form;
 mod frame;
+mod inflight;
 mod keys;
 mod options;
 mod publisher;

@@ -11,8 +11,11 @@ use ruststream_core::{ConsumeError, Delivery, DeliveryStream};
 use tokio::sync::watch;
 
 pub(crate) mod claiming;
+pub(crate) mod held;
+pub(crate) mod lease;
 pub(crate) mod list;
 pub(crate) mod pubsub;
+pub(crate) mod recovery;
 pub(crate) mod reliable;
 pub(crate) mod stream;
 
