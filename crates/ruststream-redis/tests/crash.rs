@@ -39,6 +39,8 @@ fn helper_process() {
         let mut options = ruststream_core::Options::default();
         match mode.as_str() {
             "stream" => options.insert(Stream::new().group("g").consumer("pod-1")),
+            // Everything by default: the consumer name holds the process id.
+            "stream-default" => options.insert(Stream::new().group("g")),
             // A long min_idle: the helper must not reclaim its own entries before the kill.
             "claiming" => options.insert(Claiming::new(Duration::from_secs(60)).group("g")),
             "reliable" => options.insert(
@@ -150,6 +152,49 @@ async fn stream_consumer_killed_mid_handler_re_reads_its_pending_entries() {
     }
     assert_eq!(got, [0, 1, 2, 3, 4]);
     assert_eq!(ctx.pending("q", "g").await, 0);
+    ctx.cleanup().await;
+}
+
+/// With default options a restarted process is a new consumer: it takes over what the
+/// killed one held once that one's heartbeat expired (10 s, scanned every 5 s), and the
+/// dead consumer leaves the group once it has nothing pending.
+#[tokio::test]
+async fn stream_consumer_killed_with_default_options_is_taken_over_by_the_next_process() {
+    let ctx = ctx().await;
+    for n in 0..5 {
+        ctx.publish("q", msg(n)).await;
+    }
+    let (child, mut lines) = spawn_helper("stream-default", &ctx.prefix).await;
+    wait_for(&mut lines, "helper:held", 5).await;
+    sigkill(child).await;
+    assert_eq!(ctx.pending("q", "g").await, 5, "stranded by the kill");
+    let started = std::time::Instant::now();
+    let mut sub = ctx.subscribe("q", Stream::new().group("g"), 16).await;
+    let mut got = Vec::new();
+    while got.len() < 5 {
+        let d = next_within(&mut sub, Duration::from_secs(20))
+            .await
+            .expect("taken over within the documented 15 s");
+        got.push(n_of(&d));
+        d.settle(Settlement::Accept).await.expect("ack");
+    }
+    eprintln!("taken over after {:?}", started.elapsed());
+    got.sort_unstable();
+    assert_eq!(got, [0, 1, 2, 3, 4]);
+    assert_eq!(ctx.pending("q", "g").await, 0);
+    // The next scan (5 s) removes the dead consumer: only this one is left.
+    let deadline = std::time::Instant::now() + Duration::from_secs(12);
+    loop {
+        let _ = next_within(&mut sub, Duration::from_millis(500)).await;
+        let consumers = ctx.consumers("q", "g").await;
+        if consumers == 1 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{consumers} consumers: the dead one was not removed"
+        );
+    }
     ctx.cleanup().await;
 }
 

@@ -16,6 +16,7 @@ use ruststream_core::{
 };
 use ruststream_redis::{RedisBroker, Settings};
 
+pub mod proxy;
 pub mod server;
 
 /// The server under test.
@@ -150,6 +151,16 @@ impl Ctx {
             Value::Array(items) => items.first().and_then(Value::as_u64).unwrap_or(0),
             _ => 0,
         }
+    }
+
+    /// How many consumers the group has (`XINFO CONSUMERS`).
+    pub async fn consumers(&self, address: &str, group: &str) -> usize {
+        let v: Value = self
+            .admin
+            .xinfo_consumers(self.key(address), group)
+            .await
+            .expect("xinfo consumers");
+        v.into_array().len()
     }
 
     /// The delivery counter of the first pending entry of the group, if any.
