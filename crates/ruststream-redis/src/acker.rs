@@ -61,7 +61,7 @@ impl Acker for StreamAcker {
             }
             (Settlement::Requeue | Settlement::RequeueAfter(_), StreamMode::Claiming) => {
                 // It stays pending: claimed again once idle `min_idle`.
-                self.held.settled(id);
+                self.held.requeued(id);
                 Settling::done(Ok(()))
             }
             (Settlement::RequeueAfter(delay), StreamMode::Durable(zset)) => {

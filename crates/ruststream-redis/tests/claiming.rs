@@ -258,3 +258,41 @@ async fn an_abandoned_delivery_comes_back_before_min_idle() {
     assert_eq!(ctx.pending("jobs", "g").await, 0);
     ctx.cleanup().await;
 }
+
+/// Taking back an abandoned delivery leaves a requeued one waiting its `min_idle`.
+#[tokio::test]
+async fn an_abandon_does_not_bring_back_a_requeued_entry_early() {
+    let ctx = ctx().await;
+    let min_idle = Duration::from_secs(3);
+    let form = Claiming::new(min_idle)
+        .group("g")
+        .block(Duration::from_millis(100));
+    let mut sub = ctx.subscribe("jobs", form, 8).await;
+    ctx.publish("jobs", msg(1)).await;
+    ctx.publish("jobs", msg(2)).await;
+    let requeued = next(&mut sub).await;
+    let abandoned = next(&mut sub).await;
+    assert_eq!((n_of(&requeued), n_of(&abandoned)), (1, 2));
+    let started = Instant::now();
+    requeued
+        .settle(ruststream_core::Settlement::Requeue)
+        .await
+        .expect("requeue");
+    drop(abandoned);
+    let back = next(&mut sub).await;
+    assert_eq!(n_of(&back), 2, "the abandoned one first");
+    back.settle(ruststream_core::Settlement::Accept)
+        .await
+        .expect("ack");
+    let again = next(&mut sub).await;
+    assert_eq!(n_of(&again), 1);
+    assert!(
+        started.elapsed() >= min_idle,
+        "requeued back after min_idle"
+    );
+    again
+        .settle(ruststream_core::Settlement::Accept)
+        .await
+        .expect("ack");
+    ctx.cleanup().await;
+}

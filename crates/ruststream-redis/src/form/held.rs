@@ -15,29 +15,58 @@ use crate::reply::EntryId;
 /// The in-hand set of one subscription, shared by its reader and its acker.
 #[derive(Debug, Default)]
 pub(crate) struct Held {
-    ids: Mutex<HashSet<EntryId>>,
+    sets: Mutex<Sets>,
     reread: AtomicBool,
 }
 
+#[derive(Debug, Default)]
+struct Sets {
+    /// Handed out, not settled.
+    in_hand: HashSet<EntryId>,
+    /// Requeued on a claiming subscription: pending until idle `min_idle`, on purpose.
+    waiting: HashSet<EntryId>,
+}
+
+/// At most this many requeued ids are remembered (another consumer may claim them
+/// without this one knowing); beyond, the set starts again.
+const MAX_WAITING: usize = 10_000;
+
 impl Held {
-    fn ids(&self) -> MutexGuard<'_, HashSet<EntryId>> {
-        self.ids.lock().unwrap_or_else(PoisonError::into_inner)
+    fn sets(&self) -> MutexGuard<'_, Sets> {
+        self.sets.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Records entries just read.
     pub(crate) fn hold(&self, ids: impl IntoIterator<Item = EntryId>) {
-        self.ids().extend(ids);
+        let mut sets = self.sets();
+        for id in ids {
+            if !sets.waiting.is_empty() {
+                sets.waiting.remove(&id);
+            }
+            sets.in_hand.insert(id);
+        }
     }
 
     /// Forgets a settled entry.
     pub(crate) fn settled(&self, id: EntryId) {
-        self.ids().remove(&id);
+        self.sets().in_hand.remove(&id);
+    }
+
+    /// An entry requeued on a claiming subscription: pending on purpose until it is
+    /// claimed after `min_idle`, not taken back before.
+    pub(crate) fn requeued(&self, id: EntryId) {
+        let mut sets = self.sets();
+        sets.in_hand.remove(&id);
+        if sets.waiting.len() >= MAX_WAITING {
+            sets.waiting.clear();
+        }
+        sets.waiting.insert(id);
     }
 
     /// Forgets an entry that stays in the pending list unsettled (abandoned, or its
     /// settlement failed): the next read takes it back.
     pub(crate) fn give_back(&self, id: EntryId) {
-        self.ids().remove(&id);
+        self.sets().in_hand.remove(&id);
         self.reread.store(true, Ordering::Release);
     }
 
@@ -46,14 +75,15 @@ impl Held {
         self.reread.swap(false, Ordering::AcqRel)
     }
 
-    /// Whether `id` is in hand.
+    /// Whether `id` is accounted for: in hand, or requeued on purpose.
     pub(crate) fn contains(&self, id: EntryId) -> bool {
-        self.ids().contains(&id)
+        let sets = self.sets();
+        sets.in_hand.contains(&id) || sets.waiting.contains(&id)
     }
 
     /// The ids in hand now.
     pub(crate) fn snapshot(&self) -> Vec<EntryId> {
-        self.ids().iter().copied().collect()
+        self.sets().in_hand.iter().copied().collect()
     }
 }
 
@@ -72,5 +102,18 @@ mod tests {
         assert!(!held.contains(EntryId(2, 0)));
         assert!(held.take_reread());
         assert!(!held.take_reread(), "cleared");
+    }
+
+    #[test]
+    fn requeued_entries_are_accounted_for_until_read_again() {
+        let held = Held::default();
+        held.hold([EntryId(1, 0)]);
+        held.requeued(EntryId(1, 0));
+        assert!(held.contains(EntryId(1, 0)), "not taken back early");
+        assert!(held.snapshot().is_empty(), "not kept from going idle");
+        assert!(!held.take_reread());
+        held.hold([EntryId(1, 0)]);
+        held.settled(EntryId(1, 0));
+        assert!(!held.contains(EntryId(1, 0)));
     }
 }

@@ -133,6 +133,11 @@ impl StreamReader {
             let (entries, next) = recovery::own(&self.scope(), &self.held, after).await?;
             self.own = next.map(Some);
             if !entries.is_empty() {
+                tracing::info!(
+                    stream = %self.key, group = %self.group, consumer = %self.consumer,
+                    n = entries.len(),
+                    "took back pending entries of its own that were not in hand"
+                );
                 return Ok(self.counted(entries).await);
             }
         }
