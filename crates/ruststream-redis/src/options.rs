@@ -203,7 +203,20 @@ impl Stream {
 /// A stream read with a consumer group that also claims entries pending for at least
 /// `min_idle` (`XAUTOCLAIM`), its own included: a retry leaves the entry in the pending
 /// list and it comes back after `min_idle` with the same id and the server's delivery
-/// counter + 1. `min_idle` must be longer than any handler runs.
+/// counter + 1. A `retry_after` longer than `min_idle` is the runtime's copy instead
+/// (the original acked, the copy published after the delay); a copy's attempt is its
+/// `x-ruststream-retry-count` plus the server's counter, so attempts count on across
+/// copies. Entries in hand are claimed again by their own consumer every `min_idle / 3`
+/// (`XCLAIM … JUSTID`, not counted), so a handler may run longer than `min_idle`
+/// without its entry being handled twice.
+///
+/// ```
+/// use std::time::Duration;
+/// use ruststream_redis::Claiming;
+///
+/// let form = Claiming::new(Duration::from_secs(30)).group("billing");
+/// # let _ = form;
+/// ```
 #[derive(Clone, Debug)]
 pub struct Claiming {
     pub(crate) group: Group,
