@@ -78,18 +78,18 @@ impl Harness for Redis {
     }
 
     fn mount(&self, address: Address) -> Mount {
-        let block = Duration::from_millis(100);
         let mount = Mount::new(address);
-        // Default options for the group forms: a later service is a new consumer and
+        // The group forms with their default options: a later service is a new consumer and
         // takes over what an earlier one left unsettled (its lease is released when it
         // stops). The reliable list keeps a stable name: its recovery of a stopped
         // consumer waits for the heartbeat.
         match self.form {
-            Form::Stream => mount.option(Stream::new().block(block)),
+            Form::Stream => mount.option(Stream::new()),
             Form::ReliableList => {
+                let block = Duration::from_millis(100);
                 mount.option(ReliableList::new().consumer("conformance").block(block))
             }
-            Form::Claiming(min_idle) => mount.option(Claiming::new(min_idle).block(block)),
+            Form::Claiming(min_idle) => mount.option(Claiming::new(min_idle)),
         }
     }
 
