@@ -40,7 +40,7 @@ fn helper_process() {
         match mode.as_str() {
             "stream" => options.insert(Stream::new().group("g").consumer("pod-1")),
             // Everything by default: the consumer name holds the process id.
-            "stream-default" => options.insert(Stream::new().group("g")),
+            "stream-default" | "stream-default-ack" => options.insert(Stream::new().group("g")),
             // A long min_idle: the helper must not reclaim its own entries before the kill.
             "claiming" => options.insert(Claiming::new(Duration::from_secs(60)).group("g")),
             "reliable" => options.insert(
@@ -69,9 +69,17 @@ fn helper_process() {
         let mut sub = broker.subscribe(spec).await.expect("subscribe");
         let mut held = Vec::new();
         loop {
-            let d = next(&mut sub).await;
-            println!("helper:held {}", n_of(&d));
-            held.push(d); // the handler never finishes
+            let Some(d) = support::next_within(&mut sub, Duration::from_secs(600)).await else {
+                continue;
+            };
+            if mode.ends_with("-ack") {
+                let n = n_of(&d);
+                d.settle(Settlement::Accept).await.expect("ack");
+                println!("helper:acked {n}");
+            } else {
+                println!("helper:held {}", n_of(&d));
+                held.push(d); // the handler never finishes
+            }
         }
     });
 }
@@ -168,24 +176,29 @@ async fn stream_consumer_killed_with_default_options_is_taken_over_by_the_next_p
     wait_for(&mut lines, "helper:held", 5).await;
     sigkill(child).await;
     assert_eq!(ctx.pending("q", "g").await, 5, "stranded by the kill");
+    assert_eq!(ctx.consumers("q", "g").await, 1);
+    // The service started again: a new process, default options.
     let started = std::time::Instant::now();
-    let mut sub = ctx.subscribe("q", Stream::new().group("g"), 16).await;
-    let mut got = Vec::new();
-    while got.len() < 5 {
-        let d = next_within(&mut sub, Duration::from_secs(20))
+    let (next_process, mut lines) = spawn_helper("stream-default-ack", &ctx.prefix).await;
+    let mut acked = Vec::new();
+    while acked.len() < 5 {
+        let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
             .await
-            .expect("taken over within the documented 15 s");
-        got.push(n_of(&d));
-        d.settle(Settlement::Accept).await.expect("ack");
+            .expect("taken over within the documented 15 s")
+            .expect("read")
+            .expect("helper still running");
+        if let Some(n) = line.split("helper:acked ").nth(1) {
+            acked.push(n.trim().parse::<usize>().expect("a number"));
+        }
     }
     eprintln!("taken over after {:?}", started.elapsed());
-    got.sort_unstable();
-    assert_eq!(got, [0, 1, 2, 3, 4]);
+    acked.sort_unstable();
+    assert_eq!(acked, [0, 1, 2, 3, 4]);
     assert_eq!(ctx.pending("q", "g").await, 0);
-    // The next scan (5 s) removes the dead consumer: only this one is left.
+    // The next scan (5 s) removes the dead consumer: only the new process is left.
     let deadline = std::time::Instant::now() + Duration::from_secs(12);
     loop {
-        let _ = next_within(&mut sub, Duration::from_millis(500)).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
         let consumers = ctx.consumers("q", "g").await;
         if consumers == 1 {
             break;
@@ -195,6 +208,7 @@ async fn stream_consumer_killed_with_default_options_is_taken_over_by_the_next_p
             "{consumers} consumers: the dead one was not removed"
         );
     }
+    sigkill(next_process).await;
     ctx.cleanup().await;
 }
 
