@@ -16,13 +16,17 @@ use tokio::sync::watch;
 use crate::acker::{NoAcker, StreamAcker, StreamMode};
 use crate::batch::Batcher;
 use crate::form::claiming::Claimer;
+use crate::form::group_recovery::Recovery;
 use crate::form::handback::Tracker;
+use crate::form::held::Held;
+use crate::form::lease::{Lease, Leases, Owner, Refresh};
 use crate::form::list::ListReader;
 use crate::form::pubsub::PubSubReader;
-use crate::form::recovery::AbortOnDrop;
 use crate::form::reliable::ReliableReader;
+use crate::form::reliable_recovery::AbortOnDrop;
 use crate::form::stream::{StreamReader, ensure_group};
 use crate::form::{self};
+use crate::inflight::Inflight;
 use crate::keys::{Keys, default_consumer};
 use crate::options::{DelayedRetry, Form, Group, form_of};
 use crate::publisher::{RedisPublisher, Target};
@@ -110,6 +114,9 @@ struct Inner {
     closed: Arc<watch::Sender<bool>>,
     /// List elements being handed back; `close` waits for them.
     hand_backs: Arc<Tracker>,
+    /// Settlements and lease releases that `close` waits for.
+    inflight: Inflight,
+    leases: Leases,
 }
 
 impl std::fmt::Debug for RedisBroker {
@@ -162,6 +169,8 @@ impl RedisBroker {
                 publisher,
                 closed: Arc::new(closed),
                 hand_backs: Arc::default(),
+                inflight: Inflight::default(),
+                leases: Leases::default(),
             }),
         })
     }
@@ -294,6 +303,31 @@ impl RedisBroker {
             (None, true) => StreamMode::Durable(keys.delayed()),
             (None, false) => StreamMode::Plain,
         };
+        let consumer = group.consumer.unwrap_or_else(default_consumer);
+        let held = Arc::new(Held::default());
+        let alive_prefix = keys.group_alive_prefix(&group.group);
+        let refresh = claimer.as_ref().map(|c: &Claimer| Refresh {
+            stream: keys.main().to_owned(),
+            group: group.group.clone(),
+            held: held.clone(),
+            every: (c.min_idle / 3).max(Duration::from_millis(10)),
+        });
+        let owner = Owner {
+            pool: self.inner.pool.clone(),
+            leases: self.inner.leases.clone(),
+            inflight: self.inner.inflight.clone(),
+            closed: self.inner.closed.subscribe(),
+        };
+        let lease = Lease::take(
+            owner,
+            format!("{alive_prefix}{consumer}"),
+            consumer.clone(),
+            group.heartbeat,
+            refresh,
+        )
+        .await
+        .map(Arc::new)
+        .map_err(refused)?;
         let acks = Batcher::spawn(
             self.inner.pool.clone(),
             Bytes::copy_from_slice(keys.main().as_bytes()),
@@ -303,6 +337,9 @@ impl RedisBroker {
             pool: self.inner.pool.clone(),
             acks,
             mode,
+            held: held.clone(),
+            inflight: self.inner.inflight.clone(),
+            _lease: lease.clone(),
         });
         let mut reader = StreamReader::new(
             self.reader().await?,
@@ -310,10 +347,13 @@ impl RedisBroker {
             spec.address.clone(),
             keys.main().to_owned(),
             group.group,
-            group.consumer.unwrap_or_else(default_consumer),
+            consumer,
             group.block,
             group.count.unwrap_or(count) as u64,
             acker,
+            held,
+            Recovery::new(alive_prefix, group.heartbeat),
+            lease,
         );
         reader.claimer = claimer;
         reader.delayed = durable.then(|| keys.delayed());
@@ -435,8 +475,17 @@ impl Broker for RedisBroker {
             self.inner.closed.send_replace(true);
             // List elements being handed back (a stopped subscription's unread ones).
             let _ = tokio::time::timeout(HAND_BACK_WAIT, self.inner.hand_backs.idle()).await;
-            // Settlements already sent finish before QUIT is read by the server.
-            tokio::time::sleep(Duration::from_millis(10)).await;
+            // Settlements already asked for reach the server before QUIT; a lost
+            // connection bounds the wait (each command times out).
+            let settled = self.inner.inflight.idle();
+            if tokio::time::timeout(client::COMMAND_TIMEOUT, settled)
+                .await
+                .is_err()
+            {
+                tracing::warn!("redis close: settlements still unanswered; closing anyway");
+            }
+            // What this broker's consumers left pending is taken over at once.
+            self.inner.leases.release_all(&self.inner.pool).await;
             let _ = self.inner.pool.quit().await;
         })
     }

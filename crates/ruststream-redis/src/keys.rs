@@ -61,6 +61,12 @@ impl Keys {
     pub(crate) fn alive_prefix(&self) -> String {
         format!("{}:alive:", self.base)
     }
+
+    /// The prefix of the alive keys of a stream's consumer `group`; the consumer name
+    /// follows.
+    pub(crate) fn group_alive_prefix(&self, group: &str) -> String {
+        format!("{}:group:{group}:alive:", self.base)
+    }
 }
 
 fn has_hash_tag(key: &str) -> bool {

@@ -14,7 +14,7 @@
 //! |---|---|---|---|---|---|
 //! | [`Stream`] | settles | `XACK` | — | — | `x-ruststream-retry-count` |
 //! | [`Stream`] + [`DelayedRetry::DurableZset`] | settles, delays | `XACK` | — | `ZADD` copy (count + 1), then `XACK` | `x-ruststream-retry-count` |
-//! | [`Claiming`] | settles, requeues, counts, delays | `XACK` | stays in the PEL | stays in the PEL (at least `min_idle`) | the PEL delivery counter |
+//! | [`Claiming`] | settles, requeues, counts, delays (up to `min_idle`) | `XACK` | stays in the PEL | stays in the PEL (`min_idle`); longer: `XACK`, the runtime's copy | the PEL delivery counter + a copy's `x-ruststream-retry-count` |
 //! | [`ReliableList`] | settles | `LREM` of its own element from the processing list | — | — | `x-ruststream-retry-count` |
 //! | [`List`], [`PubSub`], [`Pattern`] | none | `AckError::Unsupported` | — | — | `x-ruststream-retry-count` |
 //!
@@ -25,15 +25,38 @@
 //! `LREM` — a crash in between leaves a duplicate, never a loss. Settlement goes through
 //! a connection pool, never through a subscription's reading connection.
 //!
-//! A [`Stream`] subscription re-reads its own pending entries (`XREADGROUP … 0`) when it
-//! starts, so a process restarted under the same consumer name picks up what it held.
-//! The default consumer name is unique per subscription, process and host: entries held
-//! by a dead process under such a name are picked up by a [`Claiming`] subscription (or by
-//! giving replicas stable names). Each read of a `DurableZset` stream first moves at most
-//! 128 due copies back into the stream with one Lua script, so two consumers never move a
-//! copy twice and a crash never loses one. A [`ReliableList`] consumer keeps a heartbeat
-//! key; a live consumer hands the processing list of one whose heartbeat expired back to
-//! the list, atomically in Lua.
+//! Each read of a `DurableZset` stream first moves at most 128 due copies back into the
+//! stream with one Lua script, so two consumers never move a copy twice and a crash never
+//! loses one. A [`ReliableList`] consumer keeps a heartbeat key; a live consumer hands the
+//! processing list of one whose heartbeat expired back to the list, atomically in Lua.
+//!
+//! # Nothing stranded in a consumer group
+//!
+//! A [`Stream`] or [`Claiming`] subscription hands back what it cannot settle, with the
+//! default options:
+//!
+//! * **A consumer that stops or dies.** Each consumer holds an alive key
+//!   (`{stream}:group:<group>:alive:<consumer>`, expiring after the `heartbeat`, 10 s by
+//!   default, refreshed every third of it), deleted when its subscription is dropped or the
+//!   broker closes. Every `heartbeat / 2`, and when it starts, a subscription takes over the
+//!   pending entries of the group's consumers without one (`XCLAIM`, atomically in Lua) and
+//!   removes those with nothing pending (`XGROUP DELCONSUMER`). The default consumer name
+//!   is unique per subscription, process and host (`host-pid-n`); a restarted process is a
+//!   new consumer and takes over what the killed one held within about 15 s (what a
+//!   stopped one left at once when it starts). A stable name (`consumer`) is re-read at
+//!   once by the restarted process (`XREADGROUP … 0`).
+//! * **A lost answer, a failed settlement, an abandoned delivery.** A subscription knows
+//!   the entries it has in hand; after its reading connection reconnects, a read fails, a
+//!   settlement fails or a delivery is dropped unsettled, its next read takes back the
+//!   entries of its own pending list that are not in hand (`XPENDING`, `XCLAIM`). That
+//!   covers an `XREADGROUP … >` whose answer was lost with the connection and that the
+//!   client replayed.
+//! * **A long handler on [`Claiming`].** The entries in hand are claimed again by their
+//!   own consumer every `min_idle / 3` (`XCLAIM … JUSTID`: the idle time restarts, the
+//!   delivery counter does not move), so no one claims an entry still being handled.
+//!
+//! Every consumer of a group must be a ruststream consumer of this version or later: one
+//! without an alive key counts as dead.
 //!
 //! # Lists: nothing stranded
 //!
@@ -100,8 +123,9 @@
 //!
 //! Every key is the address after [`Settings::key_prefix`]. Keys derived from it share its
 //! hash slot (`{key}:delayed`, `{key}:processing:<consumer>`, `{key}:alive:<consumer>`,
-//! `{key}:take:<consumer>`, `{key}:consumers`, `{key}:kind`), so one subscription's keys
-//! live on one cluster node.
+//! `{key}:take:<consumer>`, `{key}:consumers`, `{key}:kind`,
+//! `{key}:group:<group>:alive:<consumer>`), so one subscription's keys live on one
+//! cluster node.
 //!
 //! # Client
 //!
@@ -175,6 +199,7 @@ mod error;
 mod failure;
 mod form;
 mod frame;
+mod inflight;
 mod keys;
 mod options;
 mod publisher;

@@ -99,6 +99,7 @@ pub(crate) struct Group {
     pub(crate) block: Duration,
     pub(crate) count: Option<usize>,
     pub(crate) trim: Option<Trim>,
+    pub(crate) heartbeat: Duration,
 }
 
 impl Default for Group {
@@ -110,11 +111,13 @@ impl Default for Group {
             block: DEFAULT_BLOCK,
             count: None,
             trim: None,
+            heartbeat: DEFAULT_HEARTBEAT,
         }
     }
 }
 
 const DEFAULT_BLOCK: Duration = Duration::from_secs(1);
+const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(10);
 
 macro_rules! group_setters {
     () => {
@@ -126,10 +129,24 @@ macro_rules! group_setters {
         }
 
         /// The consumer name. By default it is unique per subscription, process and
-        /// host (`host-pid-n`), so two replicas never share one. Give a stable name (a pod
-        /// name) for a restarted process to re-read its own pending entries.
+        /// host (`host-pid-n`), so two replicas never share one; what a consumer that
+        /// died left pending is taken over by the group's live consumers once its
+        /// heartbeat expires (see [`heartbeat`](Self::heartbeat)). A stable name (a pod
+        /// name) lets a restarted process re-read its own pending entries at once.
         pub fn consumer(mut self, consumer: impl Into<String>) -> Self {
             self.group.consumer = Some(consumer.into());
+            self
+        }
+
+        /// How long this consumer counts as alive without refreshing its alive key
+        /// (default 10 s, at least 30 ms; refreshed every third of it). Every
+        /// `heartbeat / 2` each consumer looks for consumers of the group whose key
+        /// expired: it takes over their pending entries and removes them from the group
+        /// once they have none. With the defaults, entries held by a process that was
+        /// killed come back within about 15 s; a subscription closed normally gives its
+        /// key up at once, so what it left comes back within 5 s.
+        pub fn heartbeat(mut self, heartbeat: Duration) -> Self {
+            self.group.heartbeat = heartbeat.max(Duration::from_millis(30));
             self
         }
 
@@ -186,7 +203,20 @@ impl Stream {
 /// A stream read with a consumer group that also claims entries pending for at least
 /// `min_idle` (`XAUTOCLAIM`), its own included: a retry leaves the entry in the pending
 /// list and it comes back after `min_idle` with the same id and the server's delivery
-/// counter + 1. `min_idle` must be longer than any handler runs.
+/// counter + 1. A `retry_after` longer than `min_idle` is the runtime's copy instead
+/// (the original acked, the copy published after the delay); a copy's attempt is its
+/// `x-ruststream-retry-count` plus the server's counter, so attempts count on across
+/// copies. Entries in hand are claimed again by their own consumer every `min_idle / 3`
+/// (`XCLAIM … JUSTID`, not counted), so a handler may run longer than `min_idle`
+/// without its entry being handled twice.
+///
+/// ```
+/// use std::time::Duration;
+/// use ruststream_redis::Claiming;
+///
+/// let form = Claiming::new(Duration::from_secs(30)).group("billing");
+/// # let _ = form;
+/// ```
 #[derive(Clone, Debug)]
 pub struct Claiming {
     pub(crate) group: Group,

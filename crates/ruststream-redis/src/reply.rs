@@ -4,7 +4,7 @@ use bytes::Bytes;
 use fred::types::Value;
 
 /// A stream entry id, `ms-seq`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) struct EntryId(pub(crate) u64, pub(crate) u64);
 
 impl EntryId {

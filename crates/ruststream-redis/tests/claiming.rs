@@ -29,7 +29,8 @@ async fn capabilities_settle_requeue_count_and_delay() {
             requeues: true,
             counts: true,
             delays: true,
-            max_delay: None,
+            // A longer delay is the runtime's copy.
+            max_delay: Some(MIN_IDLE),
             dead_letters: false
         }
     );
@@ -159,5 +160,139 @@ async fn another_consumer_claims_what_a_silent_one_left() {
         .await
         .expect("ack");
     assert_eq!(ctx.pending("jobs", "g").await, 0);
+    ctx.cleanup().await;
+}
+
+/// `retry_after` longer than `min_idle` is the runtime's copy (`max_delay`): the original
+/// is acked now, the copy comes back no earlier than the delay, and its attempt goes on
+/// from the original's (the copy's retry count plus the server's counter), so
+/// `max_attempts` counts every try.
+#[tokio::test]
+async fn retry_after_longer_than_min_idle_waits_the_delay_and_counts_on() {
+    let ctx = ctx().await;
+    let mut sub = ctx.subscribe("jobs", claiming(), 8).await;
+    let caps = sub.capabilities;
+    let publisher = ctx.broker.publisher();
+    let decl = Declaration {
+        max_attempts: NonZeroU32::new(3),
+        ..Declaration::default()
+    };
+    let delay = MIN_IDLE * 4;
+    ctx.publish("jobs", msg(7)).await;
+    let mut attempt = 1;
+    loop {
+        let d = next(&mut sub).await;
+        assert_eq!(n_of(&d), 7);
+        assert_eq!(d.redelivery_count(), attempt, "one count across copies");
+        let started = Instant::now();
+        let settled = {
+            let (decl, publisher) = (decl.clone(), publisher.clone());
+            tokio::spawn(async move {
+                complete(d, caps, Verdict::RetryAfter(delay), &decl, &*publisher).await
+            })
+        };
+        if attempt == 3 {
+            settled.await.expect("join").expect("rejected at the cap");
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(ctx.pending("jobs", "g").await, 0, "the original acked now");
+        let early = next_within(&mut sub, delay - Duration::from_millis(200)).await;
+        assert!(early.is_none(), "back before the delay: {early:?}");
+        settled.await.expect("join").expect("original settled");
+        assert!(started.elapsed() >= delay);
+        attempt += 1;
+    }
+    assert!(
+        next_within(&mut sub, delay + MIN_IDLE).await.is_none(),
+        "nothing after the cap"
+    );
+    assert_eq!(ctx.pending("jobs", "g").await, 0);
+    assert_eq!(ctx.xlen("jobs").await, 3, "the original and two copies");
+    ctx.cleanup().await;
+}
+
+/// A handler that runs longer than `min_idle` keeps its entry: neither this consumer nor
+/// another claims it while it is in hand.
+#[tokio::test]
+async fn a_handler_longer_than_min_idle_is_called_once() {
+    let ctx = ctx().await;
+    let mut sub = ctx.subscribe("jobs", claiming(), 8).await;
+    let mut other = ctx.subscribe("jobs", claiming(), 8).await;
+    ctx.publish("jobs", msg(3)).await;
+    let d = tokio::select! {
+        d = next(&mut sub) => d,
+        d = next(&mut other) => d,
+    };
+    // The handler runs for five times min_idle while both consumers keep reading.
+    let (a, b) = tokio::join!(
+        next_within(&mut sub, MIN_IDLE * 5),
+        next_within(&mut other, MIN_IDLE * 5)
+    );
+    assert!(a.is_none() && b.is_none(), "claimed while in hand");
+    d.settle(ruststream_core::Settlement::Accept)
+        .await
+        .expect("ack");
+    assert_eq!(ctx.pending("jobs", "g").await, 0);
+    ctx.cleanup().await;
+}
+
+/// A delivery dropped unsettled comes back at once, not after `min_idle`.
+#[tokio::test]
+async fn an_abandoned_delivery_comes_back_before_min_idle() {
+    let ctx = ctx().await;
+    let form = Claiming::new(Duration::from_secs(30))
+        .group("g")
+        .block(Duration::from_millis(100));
+    let mut sub = ctx.subscribe("jobs", form, 8).await;
+    ctx.publish("jobs", msg(4)).await;
+    drop(next(&mut sub).await);
+    let back = next_within(&mut sub, Duration::from_secs(3))
+        .await
+        .expect("back within 3 s");
+    assert_eq!(n_of(&back), 4);
+    assert_eq!(back.redelivery_count(), 2, "the server counted it");
+    back.settle(ruststream_core::Settlement::Accept)
+        .await
+        .expect("ack");
+    assert_eq!(ctx.pending("jobs", "g").await, 0);
+    ctx.cleanup().await;
+}
+
+/// Taking back an abandoned delivery leaves a requeued one waiting its `min_idle`.
+#[tokio::test]
+async fn an_abandon_does_not_bring_back_a_requeued_entry_early() {
+    let ctx = ctx().await;
+    let min_idle = Duration::from_secs(3);
+    let form = Claiming::new(min_idle)
+        .group("g")
+        .block(Duration::from_millis(100));
+    let mut sub = ctx.subscribe("jobs", form, 8).await;
+    ctx.publish("jobs", msg(1)).await;
+    ctx.publish("jobs", msg(2)).await;
+    let requeued = next(&mut sub).await;
+    let abandoned = next(&mut sub).await;
+    assert_eq!((n_of(&requeued), n_of(&abandoned)), (1, 2));
+    let started = Instant::now();
+    requeued
+        .settle(ruststream_core::Settlement::Requeue)
+        .await
+        .expect("requeue");
+    drop(abandoned);
+    let back = next(&mut sub).await;
+    assert_eq!(n_of(&back), 2, "the abandoned one first");
+    back.settle(ruststream_core::Settlement::Accept)
+        .await
+        .expect("ack");
+    let again = next(&mut sub).await;
+    assert_eq!(n_of(&again), 1);
+    assert!(
+        started.elapsed() >= min_idle,
+        "requeued back after min_idle"
+    );
+    again
+        .settle(ruststream_core::Settlement::Accept)
+        .await
+        .expect("ack");
     ctx.cleanup().await;
 }

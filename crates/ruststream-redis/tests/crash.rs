@@ -39,6 +39,8 @@ fn helper_process() {
         let mut options = ruststream_core::Options::default();
         match mode.as_str() {
             "stream" => options.insert(Stream::new().group("g").consumer("pod-1")),
+            // Everything by default: the consumer name holds the process id.
+            "stream-default" | "stream-default-ack" => options.insert(Stream::new().group("g")),
             // A long min_idle: the helper must not reclaim its own entries before the kill.
             "claiming" => options.insert(Claiming::new(Duration::from_secs(60)).group("g")),
             "reliable" => options.insert(
@@ -67,9 +69,17 @@ fn helper_process() {
         let mut sub = broker.subscribe(spec).await.expect("subscribe");
         let mut held = Vec::new();
         loop {
-            let d = next(&mut sub).await;
-            println!("helper:held {}", n_of(&d));
-            held.push(d); // the handler never finishes
+            let Some(d) = support::next_within(&mut sub, Duration::from_secs(600)).await else {
+                continue;
+            };
+            if mode.ends_with("-ack") {
+                let n = n_of(&d);
+                d.settle(Settlement::Accept).await.expect("ack");
+                println!("helper:acked {n}");
+            } else {
+                println!("helper:held {}", n_of(&d));
+                held.push(d); // the handler never finishes
+            }
         }
     });
 }
@@ -150,6 +160,55 @@ async fn stream_consumer_killed_mid_handler_re_reads_its_pending_entries() {
     }
     assert_eq!(got, [0, 1, 2, 3, 4]);
     assert_eq!(ctx.pending("q", "g").await, 0);
+    ctx.cleanup().await;
+}
+
+/// With default options a restarted process is a new consumer: it takes over what the
+/// killed one held once that one's heartbeat expired (10 s, scanned every 5 s), and the
+/// dead consumer leaves the group once it has nothing pending.
+#[tokio::test]
+async fn stream_consumer_killed_with_default_options_is_taken_over_by_the_next_process() {
+    let ctx = ctx().await;
+    for n in 0..5 {
+        ctx.publish("q", msg(n)).await;
+    }
+    let (child, mut lines) = spawn_helper("stream-default", &ctx.prefix).await;
+    wait_for(&mut lines, "helper:held", 5).await;
+    sigkill(child).await;
+    assert_eq!(ctx.pending("q", "g").await, 5, "stranded by the kill");
+    assert_eq!(ctx.consumers("q", "g").await, 1);
+    // The service started again: a new process, default options.
+    let started = std::time::Instant::now();
+    let (next_process, mut lines) = spawn_helper("stream-default-ack", &ctx.prefix).await;
+    let mut acked = Vec::new();
+    while acked.len() < 5 {
+        let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+            .await
+            .expect("taken over within the documented 15 s")
+            .expect("read")
+            .expect("helper still running");
+        if let Some(n) = line.split("helper:acked ").nth(1) {
+            acked.push(n.trim().parse::<usize>().expect("a number"));
+        }
+    }
+    eprintln!("taken over after {:?}", started.elapsed());
+    acked.sort_unstable();
+    assert_eq!(acked, [0, 1, 2, 3, 4]);
+    assert_eq!(ctx.pending("q", "g").await, 0);
+    // The next scan (5 s) removes the dead consumer: only the new process is left.
+    let deadline = std::time::Instant::now() + Duration::from_secs(12);
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let consumers = ctx.consumers("q", "g").await;
+        if consumers == 1 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{consumers} consumers: the dead one was not removed"
+        );
+    }
+    sigkill(next_process).await;
     ctx.cleanup().await;
 }
 

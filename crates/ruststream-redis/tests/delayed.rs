@@ -202,6 +202,8 @@ async fn two_concurrent_movers_never_move_one_copy_twice() {
         } else {
             originals += 1;
         }
+        // Settled: an abandoned delivery would be given back and read again.
+        d.settle(Settlement::Accept).await.expect("ack");
     }
     assert_eq!(copies.len(), total);
     assert_eq!(originals, total);

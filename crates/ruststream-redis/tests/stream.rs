@@ -236,17 +236,23 @@ async fn two_groups_each_get_every_entry_and_consumers_share_one() {
     for n in 0..4 {
         ctx.publish("orders", msg(n)).await;
     }
+    // Deliveries are kept in hand: one dropped unsettled would be given back.
+    let mut in_hand = Vec::new();
     let mut in_b = Vec::new();
     for _ in 0..4 {
-        in_b.push(n_of(&next(&mut b).await));
+        let d = next(&mut b).await;
+        in_b.push(n_of(&d));
+        in_hand.push(d);
     }
     assert_eq!(in_b, [0, 1, 2, 3]);
     let mut in_a = Vec::new();
     while in_a.len() < 4 {
-        tokio::select! {
-            Some(d) = next_within(&mut a1, Duration::from_secs(5)) => in_a.push(n_of(&d)),
-            Some(d) = next_within(&mut a2, Duration::from_secs(5)) => in_a.push(n_of(&d)),
-        }
+        let d = tokio::select! {
+            Some(d) = next_within(&mut a1, Duration::from_secs(5)) => d,
+            Some(d) = next_within(&mut a2, Duration::from_secs(5)) => d,
+        };
+        in_a.push(n_of(&d));
+        in_hand.push(d);
     }
     in_a.sort_unstable();
     assert_eq!(in_a, [0, 1, 2, 3], "each entry once within a group");
@@ -282,5 +288,66 @@ async fn concurrent_and_sequential_acks_all_reach_the_server() {
         d.settle(Settlement::Accept).await.expect("acked");
         assert_eq!(ctx.pending("orders", "g").await, 49 - i as u64);
     }
+    ctx.cleanup().await;
+}
+
+/// A delivery dropped unsettled (`Acker::abandon`) is read again by the same
+/// subscription, without a restart; the one kept in hand is not delivered twice.
+#[tokio::test]
+async fn an_abandoned_delivery_comes_back_at_once() {
+    let ctx = ctx().await;
+    let mut sub = ctx.subscribe("orders", stream(), 8).await;
+    ctx.publish("orders", msg(1)).await;
+    ctx.publish("orders", msg(2)).await;
+    let first = next(&mut sub).await;
+    let kept = next(&mut sub).await;
+    assert_eq!((n_of(&first), n_of(&kept)), (1, 2));
+    drop(first);
+    let back = next_within(&mut sub, Duration::from_secs(3))
+        .await
+        .expect("the abandoned delivery back within 3 s");
+    assert_eq!(n_of(&back), 1);
+    back.settle(Settlement::Accept).await.expect("ack");
+    assert!(
+        next_within(&mut sub, Duration::from_millis(600))
+            .await
+            .is_none(),
+        "the delivery in hand is not given again"
+    );
+    kept.settle(Settlement::Accept).await.expect("ack");
+    assert_eq!(ctx.pending("orders", "g").await, 0);
+    ctx.cleanup().await;
+}
+
+/// Settlements asked for before `close` reach the server before the pool closes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_waits_for_settlements_asked_before_it() {
+    let ctx = ctx().await;
+    let mut sub = ctx.subscribe("orders", stream(), 64).await;
+    for n in 0..50 {
+        ctx.publish("orders", msg(n)).await;
+    }
+    let mut settling = Vec::new();
+    for _ in 0..50 {
+        settling.push(next(&mut sub).await.settle(Settlement::Accept));
+    }
+    drop(sub);
+    // The settlements are carried out a little later, as a busy runtime would.
+    let tasks: Vec<_> = settling
+        .into_iter()
+        .map(|s| {
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                s.await
+            })
+        })
+        .collect();
+    ctx.broker.close().await;
+    for task in tasks {
+        task.await
+            .expect("join")
+            .expect("acked before the pool closed");
+    }
+    assert_eq!(ctx.pending("orders", "g").await, 0);
     ctx.cleanup().await;
 }

@@ -11,12 +11,15 @@ use ruststream_core::{ConsumeError, Delivery, DeliveryStream};
 use tokio::sync::watch;
 
 pub(crate) mod claiming;
+pub(crate) mod group_recovery;
 pub(crate) mod handback;
+pub(crate) mod held;
+pub(crate) mod lease;
 pub(crate) mod list;
 pub(crate) mod pubsub;
-pub(crate) mod recovery;
 pub(crate) mod reliable;
 pub(crate) mod reliable_acker;
+pub(crate) mod reliable_recovery;
 pub(crate) mod stream;
 pub(crate) mod wrap;
 

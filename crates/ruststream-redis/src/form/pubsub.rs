@@ -10,7 +10,7 @@ use tokio::sync::broadcast::{self, error::TryRecvError};
 
 use super::Reader;
 use super::list::from_frame;
-use super::recovery::AbortOnDrop;
+use super::reliable_recovery::AbortOnDrop;
 
 /// Reads the messages of one subscriber client.
 pub(crate) struct PubSubReader {

@@ -30,8 +30,8 @@ use ruststream_core::{Address, BoxFuture, ConsumeError, Delivery, Tag};
 
 use super::handback::{HandBack, Tracker, spawn_tracked};
 use super::list::{elements, from_frame};
-use super::recovery::{AbortOnDrop, Consumer};
 use super::reliable_acker::ReliableAcker;
+use super::reliable_recovery::{AbortOnDrop, Consumer};
 use super::{Reader, consume_error, wrap};
 use crate::keys::{Keys, default_consumer};
 use crate::options::ReliableList;

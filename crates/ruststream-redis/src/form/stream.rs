@@ -1,17 +1,26 @@
 //! The stream forms: a consumer group read with `XREADGROUP`, optionally claiming idle
 //! pending entries and moving due copies back from a durable delay queue.
+//!
+//! Before each read the reader takes back, in this order: its own pending entries not in
+//! hand after a reconnect, a failed read, an abandoned delivery or a failed settlement
+//! ([`group_recovery::own`]); the entries of dead consumers ([`Recovery`]); with claiming, the
+//! entries idle for `min_idle` ([`Claimer`]). A started reader first re-reads its own
+//! pending entries (`XREADGROUP … 0`), then reads new ones (`>`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use fred::clients::Pool;
-use fred::interfaces::ClientLike;
-use fred::interfaces::StreamsInterface;
+use fred::interfaces::{ClientLike, EventInterface, StreamsInterface};
 use fred::types::Value;
 use fred::types::config::Options as CommandOptions;
 use ruststream_core::{Acker, Address, ConsumeError, Delivery, Tag};
+use tokio::sync::broadcast::{self, error::TryRecvError};
 
 use super::claiming::{self, Claimer};
+use super::group_recovery::{self, Recovery, Scope};
+use super::held::Held;
+use super::lease::Lease;
 use super::{Reader, consume_error};
 use crate::reply::{self, Entry, EntryId};
 use crate::{delayed, entry, failure};
@@ -37,7 +46,13 @@ pub(crate) struct StreamReader {
     pub(crate) acker: Arc<dyn Acker>,
     pub(crate) claimer: Option<Claimer>,
     pub(crate) delayed: Option<String>,
+    pub(crate) held: Arc<Held>,
+    pub(crate) recovery: Recovery,
+    pub(crate) _lease: Arc<Lease>,
     phase: Phase,
+    /// Taking back own stranded entries, after this id (`None`: from the start).
+    own: Option<Option<EntryId>>,
+    reconnects: broadcast::Receiver<fred::types::config::Server>,
 }
 
 impl StreamReader {
@@ -52,7 +67,11 @@ impl StreamReader {
         block: Duration,
         count: u64,
         acker: Arc<dyn Acker>,
+        held: Arc<Held>,
+        recovery: Recovery,
+        lease: Arc<Lease>,
     ) -> Self {
+        let reconnects = client.reconnect_rx();
         Self {
             client,
             pool,
@@ -65,14 +84,73 @@ impl StreamReader {
             acker,
             claimer: None,
             delayed: None,
+            held,
+            recovery,
+            _lease: lease,
             // A (re)started consumer first re-reads its own pending entries.
             phase: Phase::Pending(EntryId(0, 0)),
+            own: None,
+            reconnects,
+        }
+    }
+
+    fn scope(&self) -> Scope<'_> {
+        Scope {
+            pool: &self.pool,
+            stream: &self.key,
+            group: &self.group,
+            consumer: &self.consumer,
+            count: self.count,
+        }
+    }
+
+    /// Whether the reading connection was re-established since the last read.
+    fn reconnected(&mut self) -> bool {
+        let mut any = false;
+        loop {
+            match self.reconnects.try_recv() {
+                Ok(_) | Err(TryRecvError::Lagged(_)) => any = true,
+                Err(TryRecvError::Empty | TryRecvError::Closed) => return any,
+            }
         }
     }
 
     async fn read_once(&mut self) -> Result<Vec<Delivery>, fred::error::Error> {
+        if self.reconnected() {
+            tracing::info!(
+                stream = %self.key, group = %self.group, consumer = %self.consumer,
+                "redis reader reconnected; taking back its own pending entries"
+            );
+            self.own = Some(None);
+        }
+        if self.held.take_reread() {
+            self.own = Some(None);
+        }
         if let Some(zset) = &self.delayed {
             delayed::move_due(&self.pool, &self.key, zset, delayed::MOVE_LIMIT).await?;
+        }
+        if let Some(after) = self.own {
+            let (entries, next) = group_recovery::own(&self.scope(), &self.held, after).await?;
+            self.own = next.map(Some);
+            if !entries.is_empty() {
+                tracing::info!(
+                    stream = %self.key, group = %self.group, consumer = %self.consumer,
+                    n = entries.len(),
+                    "took back pending entries of its own that were not in hand"
+                );
+                return Ok(self.counted(entries).await);
+            }
+        }
+        let scope = Scope {
+            pool: &self.pool,
+            stream: &self.key,
+            group: &self.group,
+            consumer: &self.consumer,
+            count: self.count,
+        };
+        let taken = self.recovery.scan(&scope).await?;
+        if !taken.is_empty() {
+            return Ok(self.counted(taken).await);
         }
         if let Some(claimer) = &mut self.claimer {
             let claimed = claimer
@@ -106,15 +184,11 @@ impl StreamReader {
                 None => self.phase = Phase::New,
                 Some(last) => {
                     self.phase = Phase::Pending(last.id);
-                    return Ok(if self.claimer.is_some() {
-                        self.counted(entries).await
-                    } else {
-                        self.uncounted(entries)
-                    });
+                    return Ok(self.counted(entries).await);
                 }
             }
         }
-        let mut block = self.block;
+        let mut block = self.block.min(self.recovery.until_due());
         if let Some(claimer) = &self.claimer {
             block = block.min(claimer.until_due());
         }
@@ -137,40 +211,47 @@ impl StreamReader {
             )
             .await?;
         let entries = reply::xread(value).map_err(protocol)?;
-        Ok(if self.claimer.is_some() {
-            // New entries: first delivery.
-            entries
-                .into_iter()
-                .map(|e| self.delivery(e, Some(1)))
-                .collect()
-        } else {
-            self.uncounted(entries)
-        })
+        // New entries: first delivery.
+        Ok(self.deliveries(entries, |_| 1))
     }
 
+    /// Deliveries of entries already delivered before: with claiming, each counted by
+    /// the server's delivery counter.
     async fn counted(&self, entries: Vec<Entry>) -> Vec<Delivery> {
+        if self.claimer.is_none() {
+            return self.deliveries(entries, |_| 1);
+        }
         let ids: Vec<EntryId> = entries.iter().map(|e| e.id).collect();
         let counts = claiming::delivery_counts(&self.pool, &self.key, &self.group, &ids).await;
+        let mut counts = counts.into_iter();
+        self.deliveries(entries, |_| counts.next().unwrap_or(1))
+    }
+
+    fn deliveries(
+        &self,
+        entries: Vec<Entry>,
+        mut count: impl FnMut(&Entry) -> u32,
+    ) -> Vec<Delivery> {
+        self.held.hold(entries.iter().map(|e| e.id));
         entries
             .into_iter()
-            .zip(counts)
-            .map(|(e, n)| self.delivery(e, Some(n)))
+            .map(|e| {
+                let n = count(&e);
+                self.delivery(e, n)
+            })
             .collect()
     }
 
-    fn uncounted(&self, entries: Vec<Entry>) -> Vec<Delivery> {
-        entries
-            .into_iter()
-            .map(|e| self.delivery(e, None))
-            .collect()
-    }
-
-    fn delivery(&self, entry: Entry, attempt: Option<u32>) -> Delivery {
+    /// One delivery; with claiming its attempt is the retry count a copy carries plus
+    /// the server's delivery counter `pel_count`: one counter for the original, its
+    /// copies and their redeliveries.
+    fn delivery(&self, entry: Entry, pel_count: u32) -> Delivery {
         let tag = Tag::Pair(entry.id.0, entry.id.1);
         let (decoded, gone) = match entry.fields {
             Some(fields) => (entry::decode(fields), false),
             None => (entry::decode(Vec::new()), true),
         };
+        let copies = decoded.message.headers.retry_count();
         let mut delivery = Delivery::new(
             decoded.message.payload,
             decoded.message.headers,
@@ -178,8 +259,8 @@ impl StreamReader {
             tag,
             self.acker.clone(),
         );
-        if let Some(attempt) = attempt {
-            delivery = delivery.with_broker_attempt(attempt);
+        if self.claimer.is_some() {
+            delivery = delivery.with_broker_attempt(copies.saturating_add(pel_count));
         }
         if gone {
             delivery = delivery.with_defect("stream entry was deleted before it was read");
@@ -224,7 +305,12 @@ impl Reader for StreamReader {
                     .map_err(|e| consume_error("recreating the consumer group", &e))?;
                 Ok(Vec::new())
             }
-            Err(e) => Err(consume_error("reading the stream", &e)),
+            Err(e) => {
+                // The answer of a read may be lost with its connection while the server
+                // counts its entries as delivered to this consumer.
+                self.own = Some(None);
+                Err(consume_error("reading the stream", &e))
+            }
         }
     }
 }

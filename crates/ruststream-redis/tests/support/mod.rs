@@ -153,6 +153,16 @@ impl Ctx {
         }
     }
 
+    /// How many consumers the group has (`XINFO CONSUMERS`).
+    pub async fn consumers(&self, address: &str, group: &str) -> usize {
+        let v: Value = self
+            .admin
+            .xinfo_consumers(self.key(address), group)
+            .await
+            .expect("xinfo consumers");
+        v.into_array().len()
+    }
+
     /// The delivery counter of the first pending entry of the group, if any.
     pub async fn first_pending_counter(&self, address: &str, group: &str) -> Option<u64> {
         let v: Value = self
