@@ -81,7 +81,7 @@ impl Harness for Redis {
         };
         let lists = self.lists.lock().unwrap_or_else(PoisonError::into_inner);
         for address in lists.iter() {
-            broker.route(address.clone(), target.clone());
+            broker.route(address.clone(), target);
         }
         if let Some(address) = &*self
             .unpublishable
