@@ -102,8 +102,15 @@ async fn at_the_cap_the_delivery_goes_to_the_dead_letter_as_it_arrived() {
     app.settled().await;
     let dead = app.messages("n.dead");
     assert_eq!(dead.len(), 1);
-    // As it arrived: the copy that made attempt 2 carried retry count 1.
-    assert_eq!(dead[0].headers.get_str(RETRY_COUNT), Some("1"));
+    // As it arrived (the payload), the retry count moved into the dead-letter attempt:
+    // the copy that made attempt 2 carried retry count 1.
+    assert_eq!(dead[0].headers.get_str(RETRY_COUNT), None);
+    assert_eq!(
+        dead[0]
+            .headers
+            .get_str(ruststream_core::DEAD_LETTER_ATTEMPT),
+        Some("2")
+    );
     assert_eq!(&dead[0].payload[..], b"7");
     app.stop().await.expect("clean stop");
 }

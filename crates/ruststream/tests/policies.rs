@@ -121,7 +121,23 @@ async fn decode_error_retry_goes_to_the_cap_then_the_dead_letter() {
     assert_eq!(calls.len(), 0);
     let dead = app.messages("q.dead");
     assert_eq!(dead.len(), 1);
-    assert_eq!(dead[0], not_json(), "dead-lettered as it arrived");
+    // As it arrived, with why: the decode failure, at attempt 3.
+    assert_eq!(
+        dead[0].payload,
+        not_json().payload,
+        "dead-lettered as it arrived"
+    );
+    let said = |name| dead[0].headers.get_str(name);
+    assert_eq!(said(ruststream_core::DEAD_LETTER_REASON), Some("decode"));
+    assert_eq!(said(ruststream_core::DEAD_LETTER_ATTEMPT), Some("3"));
+    assert!(said(ruststream_core::DEAD_LETTER_ERROR).is_some_and(|e| e.contains("json")));
+    for (name, value) in not_json().headers.iter() {
+        assert_eq!(
+            dead[0].headers.get(name.as_str()),
+            Some(value),
+            "{name:?} kept"
+        );
+    }
     app.stop().await.expect("clean stop");
 }
 
@@ -156,9 +172,13 @@ async fn decode_error_retry_after_waits_between_attempts() {
     let dead = app.messages("q.dead");
     assert_eq!(dead.len(), 1);
     assert_eq!(dead[0].payload, "not json");
+    // The copy that made attempt 2 carried retry count 1; the dead letter says attempt 2.
+    assert_eq!(dead[0].headers.get_str(ruststream_core::RETRY_COUNT), None);
     assert_eq!(
-        dead[0].headers.get_str(ruststream_core::RETRY_COUNT),
-        Some("1")
+        dead[0]
+            .headers
+            .get_str(ruststream_core::DEAD_LETTER_ATTEMPT),
+        Some("2")
     );
     app.stop().await.expect("clean stop");
 }
