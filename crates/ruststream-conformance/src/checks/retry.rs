@@ -7,8 +7,8 @@ use ruststream_core::Message;
 
 use super::{publish, settles};
 use crate::Harness;
-use crate::inbox::inbox;
-use crate::recorder::{acking, recorder};
+use crate::inbox::{Inbox, inbox};
+use crate::recorder::{Seen, acking, recorder};
 use crate::service::Service;
 
 /// The delay asked with `retry_after`.
@@ -66,28 +66,7 @@ pub async fn retry_attempts_then_dead_letter(h: &impl Harness) {
 /// every form, one that does not settle included (its retry is the runtime's copy,
 /// SPEC §2's at-most-once table).
 pub async fn retry_after_delays(h: &impl Harness) {
-    let address = h.fresh_address();
-    let (outbox, mut attempts) = inbox("attempt");
-    let handler = recorder(outbox, |seen| async move {
-        if seen.attempt == 1 {
-            retry_after(DELAY)
-        } else {
-            ack()
-        }
-    });
-    let mut service = Service::start(h, |app| app.mount(h.mount(address.clone()), handler)).await;
-    publish(h, &service, &address, Message::new("later")).await;
-
-    let first = attempts.next().await;
-    assert!(first.is(b"later"), "{}: {first:?}", h.name());
-    let second = attempts.next().await;
-    assert!(second.is(b"later"), "{}: {second:?}", h.name());
-    assert_eq!(
-        second.attempt,
-        2,
-        "{}: the redelivery is attempt 2",
-        h.name()
-    );
+    let (first, second, mut attempts, mut service) = delayed_once(h, DELAY, SLACK).await;
     let waited = second.at.duration_since(first.at);
     assert!(
         waited >= DELAY,
@@ -122,6 +101,25 @@ pub async fn retry_after_beyond_native_bound(h: &impl Harness) {
         return;
     };
     let delay = bound * 2 + Duration::from_millis(500);
+    let (first, second, mut attempts, mut service) = delayed_once(h, delay, SLACK).await;
+    let waited = second.at.duration_since(first.at);
+    assert!(
+        waited >= delay,
+        "{}: redelivered after {waited:?}, before the {delay:?} asked (the form's bound is {bound:?})",
+        h.name()
+    );
+    attempts.nothing_for(h.quiet()).await;
+    service.stop_ok().await;
+}
+
+/// Starts a service whose handler answers attempt 1 with `retry_after(delay)` and acks
+/// after; publishes one message; returns its first two attempts (the second within
+/// `delay + slack`), the attempts still to come and the service.
+async fn delayed_once(
+    h: &impl Harness,
+    delay: Duration,
+    slack: Duration,
+) -> (Seen, Seen, Inbox<Seen>, Service) {
     let address = h.fresh_address();
     let (outbox, mut attempts) = inbox("attempt");
     let handler = recorder(outbox, move |seen| async move {
@@ -131,22 +129,17 @@ pub async fn retry_after_beyond_native_bound(h: &impl Harness) {
             ack()
         }
     });
-    let mut service = Service::start(h, |app| app.mount(h.mount(address.clone()), handler)).await;
-    publish(h, &service, &address, Message::new("much later")).await;
+    let service = Service::start(h, |app| app.mount(h.mount(address.clone()), handler)).await;
+    publish(h, &service, &address, Message::new("later")).await;
     let first = attempts.next().await;
-    let second = attempts.next_within(delay + SLACK).await;
+    assert!(first.is(b"later"), "{}: {first:?}", h.name());
+    let second = attempts.next_within(delay + slack).await;
+    assert!(second.is(b"later"), "{}: {second:?}", h.name());
     assert_eq!(
         second.attempt,
         2,
         "{}: the redelivery is attempt 2",
         h.name()
     );
-    let waited = second.at.duration_since(first.at);
-    assert!(
-        waited >= delay,
-        "{}: redelivered after {waited:?}, before the {delay:?} asked (the form's bound is {bound:?})",
-        h.name()
-    );
-    attempts.nothing_for(h.quiet()).await;
-    service.stop_ok().await;
+    (first, second, attempts, service)
 }

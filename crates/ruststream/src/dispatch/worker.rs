@@ -247,7 +247,8 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
         plan
     }
 
-    /// [`Worker::plan`]'s log of a delivery.
+    /// [`Worker::plan`]'s log of a delivery: at debug, and at warn where a retry was
+    /// spent (dead-lettered, or rejected at the cap).
     fn observe(
         &self,
         delivery: &Delivery,
@@ -256,44 +257,32 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
         cause: &Cause,
         plan: &Plan,
     ) {
+        let message_id = delivery.headers().get_str(MESSAGE_ID);
         if spent(verdict, plan) {
-            self.log_spent(delivery, facts, verdict, cause, plan);
+            let dead_letter = plan
+                .copy
+                .as_ref()
+                .filter(|copy| copy.retry_count.is_none())
+                .map(|copy| copy.to.as_str());
+            tracing::warn!(
+                address = %self.mount.address,
+                message_id,
+                attempt = facts.attempt,
+                ?verdict,
+                ?cause,
+                dead_letter,
+                ?plan,
+                "{}",
+                if dead_letter.is_some() { "dead-lettered" } else { "rejected at the attempt cap" }
+            );
         }
         tracing::debug!(
             address = %self.mount.address,
-            message_id = delivery.headers().get_str(MESSAGE_ID),
+            message_id,
             attempt = facts.attempt,
             ?verdict,
             ?plan,
             "handled"
-        );
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn log_spent(
-        &self,
-        delivery: &Delivery,
-        facts: Facts,
-        verdict: Verdict,
-        cause: &Cause,
-        plan: &Plan,
-    ) {
-        let dead_letter = plan
-            .copy
-            .as_ref()
-            .filter(|copy| copy.retry_count.is_none())
-            .map(|copy| copy.to.as_str());
-        tracing::warn!(
-            address = %self.mount.address,
-            message_id = delivery.headers().get_str(MESSAGE_ID),
-            attempt = facts.attempt,
-            ?verdict,
-            ?cause,
-            dead_letter,
-            ?plan,
-            "{}",
-            if dead_letter.is_some() { "dead-lettered" } else { "rejected at the attempt cap" }
         );
     }
 
