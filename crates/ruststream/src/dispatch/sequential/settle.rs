@@ -1,0 +1,270 @@
+//! What follows a delivery's handler in the loop: its settlement (done at once, trailing
+//! behind the loop, or with a copy, a reply or an `and_after` to wait for) and what the
+//! hooks learn once it is over.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::task::{Context, Poll};
+
+use ruststream_core::{
+    AckError, Address, BoxFuture, Delivery, Facts, Plan, Settlement, Settling, Verdict,
+};
+
+use super::super::dead_letter::Why;
+use super::super::execute::{Execution, execute};
+use super::super::worker::{Process, Worker, bare};
+use crate::handler::Handler;
+use crate::outcome::{After, Outcome};
+use crate::settled::{Cause, SettleError, Settled};
+
+/// What follows a delivery's handler, in place.
+#[derive(Default)]
+pub(super) struct AfterHandler {
+    // The settlement under way, and what the hooks learn once it is over.
+    pub(super) settling: Option<Execution>,
+    pub(super) report: Option<Report>,
+    // The outcome's `and_after`, or the slow path of an outcome with a reply.
+    pub(super) after: Option<BoxFuture<'static, ()>>,
+    // Whether the in-flight gauge counts the delivery in hand.
+    pub(super) counted: bool,
+    // Bare settlements under way behind the loop; the gauge counts each.
+    pub(super) trailing: Vec<Trailing>,
+    // How many may be: `TRAILING` for a sequential mount, none for the loops of a mount
+    // with workers or lanes (their count is their concurrency).
+    pub(super) limit: usize,
+}
+
+/// A bare settlement under way behind the loop, and what the hooks learn once it is over.
+pub(super) struct Trailing {
+    settling: Settling,
+    report: Option<Report>,
+}
+
+/// What the hooks learn once the settlement is over.
+pub(super) struct Report {
+    address: Address,
+    attempt: u32,
+    verdict: Verdict,
+    cause: Cause,
+    plan: Plan,
+    after: Option<After>,
+}
+
+impl Report {
+    pub(super) fn settled(self, result: Result<(), SettleError>) -> (Settled, Option<After>) {
+        let settled = Settled {
+            address: self.address,
+            attempt: self.attempt,
+            verdict: self.verdict,
+            cause: self.cause,
+            plan: self.plan,
+            result,
+        };
+        (settled, self.after)
+    }
+}
+
+/// Polls the settlements under way behind the loop, and lets go of those that are over.
+#[inline]
+pub(super) fn poll_trailing<H: Handler<M>, M: 'static>(
+    worker: &Worker<H, M>,
+    trailing: &mut Vec<Trailing>,
+    cx: &mut Context<'_>,
+) {
+    if trailing.is_empty() {
+        return;
+    }
+    let before = trailing.len();
+    trailing.retain_mut(|entry| match Pin::new(&mut entry.settling).poll(cx) {
+        Poll::Ready(result) => {
+            over(worker, result, entry.report.take());
+            false
+        }
+        Poll::Pending => true,
+    });
+    let over = before - trailing.len();
+    if over > 0 {
+        worker.runtime().in_flight.fetch_sub(over, Ordering::AcqRel);
+    }
+}
+
+/// A bare settlement is over: its failure logged, the hooks told.
+#[inline]
+fn over<H: Handler<M>, M: 'static>(
+    worker: &Worker<H, M>,
+    result: Result<(), AckError>,
+    report: Option<Report>,
+) {
+    let result = result.map_err(SettleError::from);
+    if let Err(error) = &result {
+        worker.settlement_failed(error);
+    }
+    if let Some(report) = report {
+        let (settled, after) = report.settled(result);
+        // A bare settlement has no `and_after`: the hooks are all there is to run.
+        let _ = worker.after_settled(settled, after);
+    }
+}
+
+/// The loop takes no more deliveries: it ends once the trailing settlements are over
+/// (each registered the loop's waker when it was last polled).
+#[inline]
+pub(super) fn end(next: &AfterHandler) -> Poll<()> {
+    if next.trailing.is_empty() {
+        Poll::Ready(())
+    } else {
+        Poll::Pending
+    }
+}
+
+/// The in-flight gauge no longer counts this loop's delivery.
+#[inline]
+pub(super) fn uncount<H: Handler<M>, M: 'static>(worker: &Worker<H, M>, counted: &mut bool) {
+    if std::mem::take(counted) {
+        worker.runtime().in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Starts carrying out what `decided` says for `delivery`; `false` means stop (a
+/// `fail_fast`: the delivery is dropped unsettled for the broker to hand back).
+///
+/// A bare settlement that the adapter does at once is over before this returns.
+#[inline(always)]
+pub(super) fn settle<H: Handler<M>, M: 'static>(
+    worker: &Worker<H, M>,
+    shared: &Arc<Worker<H, M>>,
+    delivery: Delivery,
+    decided: Option<(Outcome, Cause)>,
+    next: &mut AfterHandler,
+    cx: &mut Context<'_>,
+) -> bool {
+    let Some((outcome, cause)) = decided else {
+        return false;
+    };
+    let facts = Facts::of(&delivery, &worker.capabilities());
+    let plan = worker.plan(&delivery, facts, &outcome, &cause);
+    if let Some(settlement) = bare(&outcome, &plan) {
+        // The common case: a bare settlement, with nothing to publish, and at most the
+        // hooks to tell once it is over.
+        if !worker.runtime().after_settle.is_empty() {
+            let report = Report {
+                address: delivery.address().clone(),
+                attempt: facts.attempt,
+                verdict: outcome.verdict,
+                cause,
+                plan: plan.clone(),
+                after: None,
+            };
+            settle_told(worker, delivery, settlement, report, next, cx);
+            return true;
+        }
+        match delivery.settle(settlement).into_ready() {
+            Ok(result) => {
+                if let Err(error) = result {
+                    worker.settlement_failed(&error.into());
+                }
+                uncount(worker, &mut next.counted);
+            }
+            Err(mut settling) if next.trailing.len() < next.limit => {
+                // Under way behind the loop: polled once now, so that it starts.
+                match Pin::new(&mut settling).poll(cx) {
+                    Poll::Ready(result) => {
+                        if let Err(error) = result {
+                            worker.settlement_failed(&error.into());
+                        }
+                        uncount(worker, &mut next.counted);
+                    }
+                    Poll::Pending => {
+                        let report = None;
+                        next.trailing.push(Trailing { settling, report });
+                        next.counted = false;
+                    }
+                }
+            }
+            Err(settling) => next.settling = Some(Execution::Settle(settling)),
+        }
+        return true;
+    }
+    settle_slow(shared, delivery, outcome, cause, facts, plan, next);
+    true
+}
+
+/// [`settle`] for a bare settlement the service's hooks are told of once it is over.
+#[inline(never)]
+fn settle_told<H: Handler<M>, M: 'static>(
+    worker: &Worker<H, M>,
+    delivery: Delivery,
+    settlement: Settlement,
+    report: Report,
+    next: &mut AfterHandler,
+    cx: &mut Context<'_>,
+) {
+    let mut settling = delivery.settle(settlement);
+    let result = match settling.take_ready() {
+        Some(result) => result,
+        None if next.trailing.len() < next.limit => match Pin::new(&mut settling).poll(cx) {
+            Poll::Ready(result) => result,
+            Poll::Pending => {
+                let report = Some(report);
+                next.trailing.push(Trailing { settling, report });
+                next.counted = false;
+                return;
+            }
+        },
+        None => {
+            next.settling = Some(Execution::Settle(settling));
+            next.report = Some(report);
+            return;
+        }
+    };
+    over(worker, result, Some(report));
+    uncount(worker, &mut next.counted);
+}
+
+/// [`settle`] for everything but a bare settlement: a reply, a copy, an `and_after`.
+#[inline(never)]
+fn settle_slow<H: Handler<M>, M: 'static>(
+    worker: &Arc<Worker<H, M>>,
+    delivery: Delivery,
+    outcome: Outcome,
+    cause: Cause,
+    facts: Facts,
+    plan: Plan,
+    next: &mut AfterHandler,
+) {
+    if outcome.reply.is_some() {
+        // A reply is published first: in a future of its own.
+        let worker = worker.clone();
+        next.after = Some(Box::pin(async move {
+            worker.finish(delivery, outcome, cause, facts, plan).await;
+        }));
+        return;
+    }
+    let watched = outcome.after.is_some() || !worker.runtime().after_settle.is_empty();
+    let address = watched.then(|| delivery.address().clone());
+    let why = Why {
+        from: &worker.mount().address,
+        attempt: facts.attempt,
+        cause: &cause,
+        service: &worker.runtime().service,
+    };
+    next.settling = Some(execute(
+        delivery,
+        &plan,
+        worker.capabilities().settles,
+        worker.runtime(),
+        &why,
+    ));
+    if let Some(address) = address {
+        next.report = Some(Report {
+            address,
+            attempt: facts.attempt,
+            verdict: outcome.verdict,
+            cause,
+            plan,
+            after: outcome.after,
+        });
+    }
+}
