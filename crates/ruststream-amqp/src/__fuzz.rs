@@ -6,9 +6,8 @@ use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
-use fe2o3_amqp_types::messaging::Body;
-use fe2o3_amqp_types::messaging::message::__private::Serializable;
-use fe2o3_amqp_types::messaging::message::DecodeIntoMessage;
+use fe2o3_amqp_types::messaging::message::__private::{Deserializable, Serializable};
+use fe2o3_amqp_types::messaging::{Body, Message as AmqpMessage};
 use fe2o3_amqp_types::primitives::Value;
 use ruststream_core::{Headers, Message};
 use tokio::io::{AsyncRead, ReadBuf};
@@ -28,11 +27,15 @@ pub struct Decoded {
     pub defect: Option<String>,
 }
 
-/// Reads an encoded AMQP message (its sections) as fe2o3's receiver (a reader over the
-/// transfer payload) and then the adapter do; `None` when fe2o3 cannot read it.
+/// Reads an encoded AMQP message (its sections) with fe2o3's deserializer and then as
+/// the adapter does; `None` when fe2o3 cannot read it.
+///
+/// From a slice, not through the `IoReader` fe2o3's receiver uses: that reader fills a
+/// buffer of a value's declared length (up to 4 GiB) before reading it, which the fuzzer
+/// reports as out-of-memory at once (see `RELIABILITY.md`).
 pub fn decode(bytes: &[u8]) -> Option<Decoded> {
-    let reader = serde_amqp::read::IoReader::new(bytes);
-    let message = Body::<Value>::decode_message_from_reader(reader).ok()?;
+    let Deserializable(message): Deserializable<AmqpMessage<Body<Value>>> =
+        serde_amqp::from_slice(bytes).ok()?;
     let d = crate::message::decode(message);
     Some(Decoded {
         payload: d.payload,
