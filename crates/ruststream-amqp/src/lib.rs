@@ -93,7 +93,9 @@
 //!   name on the wire (one byte of the attach frame, both ways).
 //! * Dead-lettered messages (`x-opt-deaths`, an array of maps) do not decode in fe2o3;
 //!   the crate patches that annotation on the wire into an array of binaries (under
-//!   `amqps://` too: the patch reads the frames inside TLS).
+//!   `amqps://` too: the patch reads the frames inside TLS). Only the annotation sections
+//!   whole in the first transfer frame of a delivery are read: the frames that continue
+//!   a message split over several are payload and pass through untouched.
 //!
 //! # TLS
 //!
@@ -170,6 +172,10 @@ mod receiver;
 mod tls;
 mod transport;
 mod url;
+
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod __fuzz;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -10,7 +10,9 @@
 //! constructor of such an array from `map8`/`map32` to `vbin8`/`vbin32`. The two
 //! encodings have the same layout (a size, then that many bytes), so one byte changes
 //! and nothing moves: the annotation decodes as an array of binaries, the rest of the
-//! message as sent.
+//! message as sent. Only the first transfer frame of a delivery is looked at: the frames
+//! that continue a message split over several (`more` set on the one before, per
+//! channel) are payload bytes, never read as sections.
 
 use std::io;
 use std::pin::Pin;
@@ -53,6 +55,7 @@ pub(crate) struct Patched<S> {
     /// Something did not look like AMQP framing: pass everything through.
     passthrough: bool,
     scratch: Box<[u8]>,
+    patcher: FramePatcher,
     /// A management link pair whose two links get one name on the wire.
     pair: Option<Box<Pair>>,
 }
@@ -65,6 +68,7 @@ impl<S> Patched<S> {
             ready: 0,
             passthrough: false,
             scratch: vec![0; READ_CHUNK].into_boxed_slice(),
+            patcher: FramePatcher::default(),
             pair: None,
         }
     }
@@ -101,7 +105,7 @@ impl<S> Patched<S> {
             }
             let start = self.ready;
             let frame = &mut self.buf[start..start + size];
-            patch_frame(frame);
+            self.patcher.patch(frame);
             if let Some(pair) = &self.pair {
                 // The broker's attach of the receiving link (role sender).
                 rename_attach(frame, &pair.sending, &pair.receiving, false);
@@ -215,21 +219,97 @@ const TRANSFER: u64 = 0x14;
 const DELIVERY_ANNOTATIONS: u64 = 0x71;
 const MESSAGE_ANNOTATIONS: u64 = 0x72;
 
-/// Patches one whole AMQP frame in place. Anything unexpected leaves it as it is.
-pub(crate) fn patch_frame(frame: &mut [u8]) {
-    let _ = try_patch_frame(frame);
+/// Patches the frames of one connection, in order, in place.
+///
+/// Only the first transfer frame of a delivery holds section boundaries: a transfer
+/// that follows one with `more` set on the same channel continues the message's bytes,
+/// which may look like anything, and is left as it is.
+#[derive(Debug, Default)]
+pub(crate) struct FramePatcher {
+    /// Channels whose last transfer had `more` set (usually none, so no allocation).
+    continuing: Vec<u16>,
 }
 
-fn try_patch_frame(frame: &mut [u8]) -> Option<()> {
+impl FramePatcher {
+    /// Patches one whole AMQP frame. Anything unexpected leaves it as it is.
+    pub(crate) fn patch(&mut self, frame: &mut [u8]) {
+        let Some(transfer) = read_transfer(frame) else {
+            return;
+        };
+        let at = self.continuing.iter().position(|c| *c == transfer.channel);
+        match (at, transfer.more) {
+            (None, true) => self.continuing.push(transfer.channel),
+            (Some(i), false) => {
+                self.continuing.swap_remove(i);
+            }
+            _ => {}
+        }
+        if at.is_none() {
+            let _ = patch_sections(frame, transfer.sections);
+        }
+    }
+}
+
+/// What a transfer frame says about itself.
+struct Transfer {
+    channel: u16,
+    /// `more` set and `aborted` not: the next transfer on the channel continues this one.
+    more: bool,
+    /// Where the message bytes start.
+    sections: usize,
+}
+
+/// The transfer performative of `frame`; `None` for any other frame or a malformed one.
+fn read_transfer(frame: &[u8]) -> Option<Transfer> {
     let doff = usize::from(*frame.get(4)?) * 4;
     if *frame.get(5)? != 0 || doff < 8 {
         return None; // not an AMQP frame (SASL), or malformed
     }
+    let channel = u16::from_be_bytes([*frame.get(6)?, *frame.get(7)?]);
     let mut pos = doff;
     if descriptor(frame, &mut pos)? != TRANSFER {
         return None;
     }
-    pos = skip_value(frame, pos)?; // the transfer performative's fields
+    let sections = skip_value(frame, pos)?; // the transfer performative's fields
+    let (count, mut field) = match *frame.get(pos)? {
+        0x45 => (0, pos + 1),
+        0xc0 => (usize::from(*frame.get(pos + 2)?), pos + 3),
+        0xd0 => (be_u32(frame, pos + 5)?, pos + 9),
+        _ => return None,
+    };
+    let (mut more, mut aborted) = (false, false);
+    // Fields: handle, delivery-id, delivery-tag, message-format, settled, more (5),
+    // rcv-settle-mode, state, resume, aborted (9), batchable.
+    for i in 0..count.min(10) {
+        match i {
+            5 => more = read_bool(frame, field)?,
+            9 => aborted = read_bool(frame, field)?,
+            _ => {}
+        }
+        field = skip_value(frame, field)?;
+        if field > sections {
+            return None;
+        }
+    }
+    Some(Transfer {
+        channel,
+        more: more && !aborted,
+        sections,
+    })
+}
+
+/// A boolean field (null is false).
+fn read_bool(frame: &[u8], pos: usize) -> Option<bool> {
+    match *frame.get(pos)? {
+        0x40 | 0x42 => Some(false),
+        0x41 => Some(true),
+        0x56 => Some(*frame.get(pos + 1)? != 0),
+        _ => None,
+    }
+}
+
+/// Patches the annotation sections of a message starting at `pos`.
+fn patch_sections(frame: &mut [u8], mut pos: usize) -> Option<()> {
     // Message sections, in order: header, delivery-annotations, message-annotations, ...
     while pos < frame.len() {
         let code = descriptor(frame, &mut pos)?;
@@ -287,24 +367,29 @@ fn patch_annotations(frame: &mut [u8], pos: usize) -> Option<()> {
         return None;
     }
     for i in 0..count {
-        if i % 2 == 1 {
-            patch_array_of_maps(frame, p);
-        }
-        p = skip_value(frame, p)?;
-        if p > end {
+        let next = skip_value(frame, p)?;
+        if next > end {
             return None;
         }
+        if i % 2 == 1 {
+            patch_array_of_maps(frame, p, next);
+        }
+        p = next;
     }
     Some(())
 }
 
-/// An array of maps at `pos` becomes an array of binaries (same bytes).
-fn patch_array_of_maps(frame: &mut [u8], pos: usize) {
+/// An array of maps at `pos` (ending before `end`) becomes an array of binaries (same
+/// bytes).
+fn patch_array_of_maps(frame: &mut [u8], pos: usize, end: usize) {
     let ctor = match frame.get(pos) {
         Some(0xe0) => pos + 3,
         Some(0xf0) => pos + 9,
         _ => return,
     };
+    if ctor >= end {
+        return;
+    }
     if let Some(c) = frame.get_mut(ctor) {
         match *c {
             0xc1 => *c = 0xa0,
@@ -371,7 +456,7 @@ mod tests {
         let mut frame = frame_with_annotations(&map);
         let ctor = frame.iter().position(|b| *b == 0xe0).unwrap() + 3;
         assert_eq!(frame[ctor], 0xc1);
-        patch_frame(&mut frame);
+        FramePatcher::default().patch(&mut frame);
         assert_eq!(frame[ctor], 0xa0);
     }
 
@@ -397,7 +482,7 @@ mod tests {
             "fe2o3 0.18 cannot decode an array of maps (the reason for the patch)"
         );
         let mut frame = frame_with_annotations(&map);
-        patch_frame(&mut frame);
+        FramePatcher::default().patch(&mut frame);
         let start = frame
             .windows(3)
             .position(|w| w == [0x00, 0x53, 0x72])
@@ -407,17 +492,91 @@ mod tests {
         assert_eq!(decoded.0.len(), 1);
     }
 
+    /// Reads `wire` through [`Patched`], `chunk` bytes at a time.
+    fn read_patched(wire: &[u8], chunk: usize) -> Vec<u8> {
+        let chunks: Vec<&[u8]> = wire.chunks(chunk.max(1)).collect();
+        let mut reader = Patched::new(Chunks(chunks));
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let mut out = Vec::new();
+        let mut buf = [0u8; 1024];
+        loop {
+            let mut read = ReadBuf::new(&mut buf);
+            match Pin::new(&mut reader).poll_read(&mut cx, &mut read) {
+                Poll::Ready(Ok(())) if read.filled().is_empty() => return out,
+                Poll::Ready(Ok(())) => out.extend_from_slice(read.filled()),
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+    }
+
+    struct Chunks<'a>(Vec<&'a [u8]>);
+
+    impl AsyncRead for Chunks<'_> {
+        fn poll_read(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            out: &mut ReadBuf<'_>,
+        ) -> Poll<io::Result<()>> {
+            if !self.0.is_empty() {
+                let chunk = self.0.remove(0);
+                out.put_slice(chunk);
+            }
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    /// A transfer frame on channel 0: `more` set or not, then `payload`.
+    fn transfer(more: bool, payload: &[u8]) -> Vec<u8> {
+        // list8 [handle 0, delivery-id 0, tag "", format 0, settled false, more]
+        let mut body = vec![0x00, 0x53, 0x14, 0xc0, 0x08, 0x06, 0x43, 0x43];
+        body.extend_from_slice(&[0xa0, 0x00, 0x43, 0x42, if more { 0x41 } else { 0x42 }]);
+        body.extend_from_slice(payload);
+        let mut frame = ((body.len() + 8) as u32).to_be_bytes().to_vec();
+        frame.extend_from_slice(&[0x02, 0x00, 0x00, 0x00]);
+        frame.extend_from_slice(&body);
+        frame
+    }
+
+    #[test]
+    fn continuation_frames_are_payload_and_never_patched() {
+        // The second half of a data section that spans two frames starts with bytes
+        // that look like message annotations holding an array of maps.
+        let lookalike = [
+            0x00, 0x53, 0x72, 0xc1, 0x08, 0x02, 0xa3, 0x01, b'd', 0xe0, 0x02, 0x01, 0xc1,
+        ];
+        let mut message = vec![0x00, 0x53, 0x75, 0xa0, 0x10, b'a', b'b', b'c'];
+        message.extend_from_slice(&lookalike);
+        let (first, rest) = message.split_at(8);
+        let mut wire = transfer(true, first);
+        wire.extend_from_slice(&transfer(false, rest));
+        // A frame of another delivery after it is patched as usual.
+        let map = [
+            0xc1, 0x0a, 0x02, 0xa3, 0x01, b'd', 0xe0, 0x04, 0x01, 0xc1, 0x01, 0x00,
+        ];
+        let mut next = vec![0x00, 0x53, 0x72];
+        next.extend_from_slice(&map);
+        let next = transfer(false, &next);
+        wire.extend_from_slice(&next);
+        for chunk in [1, 7, 4096] {
+            let read = read_patched(&wire, chunk);
+            let split = wire.len() - next.len();
+            assert_eq!(read[..split], wire[..split], "chunk {chunk}");
+            let ctor = split + next.len() - 3;
+            assert_eq!(read[ctor], 0xa0, "chunk {chunk}");
+        }
+    }
+
     #[test]
     fn other_frames_are_untouched() {
         let map = [0xc1, 0x05, 0x02, 0xa3, 0x01, b'd', 0x41];
         let frame = frame_with_annotations(&map);
         let mut patched = frame.clone();
-        patch_frame(&mut patched);
+        FramePatcher::default().patch(&mut patched);
         assert_eq!(frame, patched);
         // garbage must not panic
         let mut junk = vec![0, 0, 0, 12, 2, 0, 0, 0, 0x00, 0x53, 0x14, 0xd0];
-        patch_frame(&mut junk);
+        FramePatcher::default().patch(&mut junk);
         let mut short = vec![0, 0, 0, 9, 1, 0, 0, 0, 0];
-        patch_frame(&mut short);
+        FramePatcher::default().patch(&mut short);
     }
 }

@@ -250,8 +250,9 @@ impl Headers {
     }
 }
 
-fn parse_u32(bytes: &[u8]) -> Option<u32> {
-    if bytes.is_empty() || bytes.len() > 10 {
+/// ASCII digits only, any number of them (leading zeros too), the value fitting a `u32`.
+pub(crate) fn parse_u32(bytes: &[u8]) -> Option<u32> {
+    if bytes.is_empty() {
         return None;
     }
     bytes.iter().try_fold(0u32, |acc, b| {
@@ -330,6 +331,18 @@ mod tests {
         h.insert(RETRY_COUNT, "99999999999");
         assert_eq!(h.retry_count(), 0);
         h.insert(RETRY_COUNT, HeaderValue::from(vec![0xff, 0xfe]));
+        assert_eq!(h.retry_count(), 0);
+    }
+
+    #[test]
+    fn retry_count_reads_leading_zeros_past_ten_digits() {
+        // Found by the `headers` fuzz target: eleven digits were taken for no number.
+        let mut h = Headers::new();
+        h.insert(RETRY_COUNT, "00000000007");
+        assert_eq!(h.retry_count(), 7);
+        h.insert(RETRY_COUNT, "0000000004294967295");
+        assert_eq!(h.retry_count(), u32::MAX);
+        h.insert(RETRY_COUNT, "0000000004294967296");
         assert_eq!(h.retry_count(), 0);
     }
 

@@ -16,6 +16,16 @@ mod headers;
 mod message;
 mod settlement;
 
+/// Internal decoders, exposed for the fuzz targets in `fuzz/` (feature `fuzzing`).
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod __fuzz {
+    /// The retry-count parser behind [`crate::Headers::retry_count`].
+    pub fn parse_u32(bytes: &[u8]) -> Option<u32> {
+        crate::headers::parse_u32(bytes)
+    }
+}
+
 pub use broker::{
     BoxFuture, Broker, BrokerOption, Declaration, DeliveryStream, Options, Publish, SubscribeSpec,
     Subscription,

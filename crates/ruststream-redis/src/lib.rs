@@ -209,6 +209,10 @@ mod routes;
 mod tls;
 mod url;
 
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod __fuzz;
+
 pub use broker::{RedisBroker, Settings};
 pub use error::ConnectError;
 /// The rustls the client uses (feature `tls`), for
