@@ -3,7 +3,8 @@
 
 mod support;
 
-use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use ruststream::memory::MemoryBroker;
@@ -28,23 +29,30 @@ fn retry_once(
     }
 }
 
-/// A broker outage when the delay is over: the copy is tried again until the broker is
-/// back, then handled; nothing is lost.
-#[tokio::test(start_paused = true)]
-async fn a_delayed_copy_survives_a_publish_outage() {
-    let calls = Calls::default();
+/// The app `build` makes on a settle-only memory broker whose publishes fail while the
+/// returned switch is on.
+async fn with_outage(build: impl FnOnce(App) -> App) -> (TestApp, Arc<AtomicBool>) {
     let mut outage = None;
     let app = TestApp::try_start(
         MemoryBroker::with_capabilities(Capabilities::SETTLES),
         |b| {
             let faulty = Faulty::new(b);
             outage = Some(faulty.outage());
-            App::new(faulty).mount("q", retry_once(&calls, Duration::from_millis(100)))
+            build(App::new(faulty))
         },
     )
     .await
     .expect("starts");
-    let outage = outage.expect("set");
+    (app, outage.expect("set"))
+}
+
+/// A broker outage when the delay is over: the copy is tried again until the broker is
+/// back, then handled; nothing is lost.
+#[tokio::test(start_paused = true)]
+async fn a_delayed_copy_survives_a_publish_outage() {
+    let calls = Calls::default();
+    let (app, outage) =
+        with_outage(|app| app.mount("q", retry_once(&calls, Duration::from_millis(100)))).await;
     app.publish("q", &7).await;
     wait_until("the first attempt", || calls.len() == 1).await;
     outage.store(true, Ordering::Release);
@@ -101,20 +109,11 @@ async fn bounded(mount: Mount) {
 #[tokio::test(start_paused = true)]
 async fn a_stop_gives_up_a_copy_only_after_the_grace_period() {
     let calls = Calls::default();
-    let mut outage = None;
-    let app = TestApp::try_start(
-        MemoryBroker::with_capabilities(Capabilities::SETTLES),
-        |b| {
-            let faulty = Faulty::new(b);
-            outage = Some(faulty.outage());
-            App::new(faulty)
-                .shutdown_timeout(Duration::from_secs(2))
-                .mount("q", retry_once(&calls, Duration::from_secs(3600)))
-        },
-    )
-    .await
-    .expect("starts");
-    let outage = outage.expect("set");
+    let (app, outage) = with_outage(|app| {
+        app.shutdown_timeout(Duration::from_secs(2))
+            .mount("q", retry_once(&calls, Duration::from_secs(3600)))
+    })
+    .await;
     app.publish("q", &1).await;
     wait_until("the first attempt", || calls.len() == 1).await;
     outage.store(true, Ordering::Release);

@@ -71,22 +71,20 @@ pub(crate) fn spawn_tracked(
 /// Moves each processing-list element `ARGV[i]` of `KEYS[2]` that is still there back
 /// to the right end of list `KEYS[1]`, unwrapped; in argument order, so give the newest
 /// first. Atomic: an element is in one of the two lists at any time.
-const GIVE_BACK: &str = r"
+const GIVE_BACK: &str = concat!(
+    lua_unwrap!(),
+    r"
 local moved = 0
 for i = 1, #ARGV do
   local w = ARGV[i]
   if redis.call('LREM', KEYS[2], -1, w) > 0 then
-    local e = w
-    if string.sub(w, 1, 3) == '\255RS' then
-      local z = string.find(w, '\0', 4, true)
-      if z then e = string.sub(w, z + 1) end
-    end
-    redis.call('RPUSH', KEYS[1], e)
+    redis.call('RPUSH', KEYS[1], unwrap(w))
     moved = moved + 1
   end
 end
 return moved
-";
+"
+);
 
 /// Gives reliable-list elements back from a processing list, in the order given
 /// (newest first), one batch at a time.

@@ -10,6 +10,23 @@ use futures_util::StreamExt;
 use ruststream_core::{ConsumeError, Delivery, DeliveryStream};
 use tokio::sync::watch;
 
+/// A Lua function `unwrap(w)`, for the scripts that hand reliable-list elements back: a
+/// processing-list element without its wrapping (`\xffRS<take-id>:<i>\0` before the
+/// message), or the element itself where it has none.
+macro_rules! lua_unwrap {
+    () => {
+        r"
+local function unwrap(w)
+  if string.sub(w, 1, 3) == '\255RS' then
+    local z = string.find(w, '\0', 4, true)
+    if z then return string.sub(w, z + 1) end
+  end
+  return w
+end
+"
+    };
+}
+
 pub(crate) mod claiming;
 pub(crate) mod group_recovery;
 pub(crate) mod handback;

@@ -25,7 +25,9 @@ use crate::keys::Keys;
 /// `KEYS[1]`, oldest entry rightmost, unwrapped, and forgets its last take `KEYS[5]`.
 /// Unless `ARGV[2]` is 1 (a consumer's own list), only if its heartbeat `KEYS[4]`
 /// expired, and then it is unlisted from `KEYS[3]` too.
-const HAND_BACK: &str = r"
+const HAND_BACK: &str = concat!(
+    lua_unwrap!(),
+    r"
 if ARGV[2] ~= '1' then
   if redis.call('EXISTS', KEYS[4]) == 1 then return 0 end
   redis.call('SREM', KEYS[3], ARGV[1])
@@ -35,16 +37,12 @@ local moved = 0
 while true do
   local w = redis.call('LPOP', KEYS[2])
   if not w then break end
-  local e = w
-  if string.sub(w, 1, 3) == '\255RS' then
-    local z = string.find(w, '\0', 4, true)
-    if z then e = string.sub(w, z + 1) end
-  end
-  redis.call('RPUSH', KEYS[1], e)
+  redis.call('RPUSH', KEYS[1], unwrap(w))
   moved = moved + 1
 end
 return moved
-";
+"
+);
 
 /// One consumer of a reliable list.
 #[derive(Clone)]
