@@ -38,6 +38,9 @@ pub enum RunError {
     /// A failure policy of `fail_fast` stopped the service.
     #[error("stopped by fail_fast: {0}")]
     FailFast(String),
+    /// The HTTP endpoint ([`App::http`]) could not listen.
+    #[error("http endpoint: {0}")]
+    Http(std::io::Error),
 }
 
 type StartHook = Box<dyn FnOnce() + Send>;
@@ -61,13 +64,14 @@ type StartHook = Box<dyn FnOnce() + Send>;
 pub struct App {
     broker: Arc<dyn Broker>,
     router: Router,
-    app: AppContext,
+    pub(crate) app: AppContext,
     after_settle: Vec<AfterSettle>,
     on_start: Vec<StartHook>,
     on_stop: Vec<StartHook>,
     grace: Duration,
     delayed: DelayedLimit,
     name: String,
+    pub(crate) observe: crate::observe::Observe,
 }
 
 impl App {
@@ -92,6 +96,7 @@ impl App {
             grace: Duration::from_secs(30),
             delayed: DelayedLimit::default(),
             name: default_name(),
+            observe: crate::observe::Observe::default(),
         }
     }
 
@@ -180,7 +185,10 @@ impl App {
 
     /// Subscribes every mount and starts handling; the service runs until
     /// [`Running::stop`].
-    pub async fn start(self) -> Result<Running, RunError> {
+    pub async fn start(mut self) -> Result<Running, RunError> {
+        for (mount, _) in &mut self.router.routes {
+            self.observe.apply(mount);
+        }
         for (mount, endpoint) in &self.router.routes {
             mount
                 .options
@@ -223,6 +231,18 @@ impl App {
                     })?;
             subscriptions.push((mount, endpoint, subscription));
         }
+        let readiness = crate::observe::Readiness {
+            runtime: runtime.clone(),
+            subscriptions: subscriptions
+                .iter()
+                .map(|(mount, _, s)| (mount.address.clone(), s.attached.clone()))
+                .collect(),
+        };
+        let server = self
+            .observe
+            .start(&readiness)
+            .await
+            .map_err(RunError::Http)?;
         for hook in self.on_start {
             hook();
         }
@@ -256,6 +276,8 @@ impl App {
             tasks,
             on_stop: self.on_stop,
             grace: self.grace,
+            readiness,
+            server,
         })
     }
 }
@@ -267,9 +289,16 @@ pub struct Running {
     tasks: JoinSet<()>,
     on_stop: Vec<StartHook>,
     grace: Duration,
+    readiness: crate::observe::Readiness,
+    server: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Running {
+    /// Whether the service is ready (every subscription attached, no stop asked for).
+    pub fn readiness(&self) -> crate::observe::Readiness {
+        self.readiness.clone()
+    }
+
     /// Deliveries being handled right now.
     pub fn in_flight(&self) -> usize {
         self.runtime.in_flight.load(Ordering::Acquire)
@@ -330,6 +359,9 @@ impl Running {
         }
         tracing::info!(broker = self.broker.name(), "stopping: closing the broker");
         self.broker.close().await;
+        if let Some(server) = self.server.take() {
+            server.abort();
+        }
         tracing::info!("stopped");
         match self.runtime.shutdown.failure() {
             Some(reason) => Err(RunError::FailFast(reason)),

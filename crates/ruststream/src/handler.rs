@@ -72,6 +72,13 @@ pub trait Handler<M>: Clone + Send + Sync + 'static {
 
     /// Checks, when the service starts, that every argument can be made.
     fn check(app: &AppContext) -> Result<(), ExtractError>;
+
+    /// The middleware around the handler ([`Layered`](crate::layer::Layered) only).
+    #[doc(hidden)]
+    #[inline(always)]
+    fn stack(&self) -> Option<&crate::layer::Stack> {
+        None
+    }
 }
 
 pin_project_lite::pin_project! {

@@ -34,9 +34,11 @@ mod connect;
 mod dispatch;
 mod extract;
 mod handler;
+pub mod layer;
 #[cfg(feature = "memory")]
 pub mod memory;
 mod mount;
+pub mod observe;
 mod outcome;
 mod policy;
 mod publisher;
