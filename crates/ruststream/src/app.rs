@@ -290,13 +290,18 @@ pub struct Running {
     on_stop: Vec<StartHook>,
     grace: Duration,
     readiness: crate::observe::Readiness,
-    server: Option<tokio::task::JoinHandle<()>>,
+    server: Option<crate::observe::Server>,
 }
 
 impl Running {
     /// Whether the service is ready (every subscription attached, no stop asked for).
     pub fn readiness(&self) -> crate::observe::Readiness {
         self.readiness.clone()
+    }
+
+    /// Where the HTTP endpoint ([`App::http`]) listens, if the service has one.
+    pub fn http_addr(&self) -> Option<std::net::SocketAddr> {
+        self.server.as_ref().map(|server| server.addr)
     }
 
     /// Deliveries being handled right now.
@@ -360,7 +365,7 @@ impl Running {
         tracing::info!(broker = self.broker.name(), "stopping: closing the broker");
         self.broker.close().await;
         if let Some(server) = self.server.take() {
-            server.abort();
+            server.task.abort();
         }
         tracing::info!("stopped");
         match self.runtime.shutdown.failure() {

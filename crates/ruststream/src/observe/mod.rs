@@ -45,24 +45,28 @@ impl Observe {
 
     /// Starts the HTTP endpoint if one was asked for.
     #[cfg(feature = "http")]
-    pub(crate) async fn start(
-        &self,
-        readiness: &Readiness,
-    ) -> std::io::Result<Option<tokio::task::JoinHandle<()>>> {
+    pub(crate) async fn start(&self, readiness: &Readiness) -> std::io::Result<Option<Server>> {
         let Some(addr) = self.http else {
             return Ok(None);
         };
         let listener = tokio::net::TcpListener::bind(addr).await?;
-        tracing::info!(address = %listener.local_addr()?, "serving /health, /ready, /metrics");
+        let addr = listener.local_addr()?;
+        tracing::info!(address = %addr, "serving /health, /ready, /metrics");
         let serving = serve(listener, readiness.clone(), self.metrics.clone());
-        Ok(Some(tokio::spawn(serving)))
+        Ok(Some(Server {
+            task: tokio::spawn(serving),
+            addr,
+        }))
     }
 
     #[cfg(not(feature = "http"))]
-    pub(crate) async fn start(
-        &self,
-        _: &Readiness,
-    ) -> std::io::Result<Option<tokio::task::JoinHandle<()>>> {
+    pub(crate) async fn start(&self, _: &Readiness) -> std::io::Result<Option<Server>> {
         Ok(None)
     }
+}
+
+/// A running HTTP endpoint.
+pub(crate) struct Server {
+    pub(crate) task: tokio::task::JoinHandle<()>,
+    pub(crate) addr: std::net::SocketAddr,
 }
