@@ -9,7 +9,11 @@
 //! cargo run -p demo -- redis://127.0.0.1:6379
 //! cargo run -p demo -- amqp://guest:guest@127.0.0.1:5673
 //! RUSTSTREAM_BROKER_URL=redis://127.0.0.1:6379 cargo run -p demo
+//! RUSTSTREAM_HTTP_PORT=9090 cargo run -p demo   # also serves /metrics, /ready, /health
 //! ```
+//!
+//! Given a port (`RUSTSTREAM_HTTP_PORT`), the demo serves its metrics and readiness on
+//! 127.0.0.1 and runs on after the settlements until Ctrl-C.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -95,6 +99,17 @@ async fn main() -> ExitCode {
             ));
         })
         .shutdown_timeout(Duration::from_secs(5));
+    let port = std::env::var("RUSTSTREAM_HTTP_PORT").ok();
+    let app = match port.as_deref().map(str::parse::<u16>) {
+        None => app,
+        Some(Ok(port)) => app
+            .metrics(&ruststream::observe::Metrics::new())
+            .http(std::net::SocketAddr::from(([127, 0, 0, 1], port))),
+        Some(Err(error)) => {
+            eprintln!("demo: RUSTSTREAM_HTTP_PORT: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
     let publisher = app.publisher();
     let running = match app.start().await {
         Ok(running) => running,
@@ -130,6 +145,10 @@ async fn main() -> ExitCode {
             }
             _ => break,
         }
+    }
+    if let Some(addr) = running.http_addr() {
+        println!("demo: serving http://{addr}/metrics, /ready, /health; Ctrl-C to stop");
+        let _ = tokio::signal::ctrl_c().await;
     }
     let result = running.stop().await;
     println!("demo: {seen} of {expected} settlements seen");

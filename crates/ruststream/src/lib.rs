@@ -90,6 +90,12 @@ pub struct RunningGuide;
 #[doc = include_str!("../../../docs/testing.md")]
 pub struct TestingGuide;
 
+/// The observability guide's example, compiled (it needs the `http` and `logs` features,
+/// which the demo turns on in the workspace).
+#[cfg(all(doctest, feature = "http", feature = "logs"))]
+#[doc = include_str!("../../../docs/observability.md")]
+pub struct ObservabilityGuide;
+
 /// The adapters guide's examples, compiled and run as doctests (those that need an
 /// adapter crate are `ignore`d: this crate cannot depend on adapters).
 #[cfg(doctest)]

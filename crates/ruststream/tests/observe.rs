@@ -3,7 +3,8 @@
 //! connection, middleware order and short-circuits, and logs at trace level that never
 //! show a password.
 //!
-//! Built with `--features http,logs,redis` (`scripts/test` runs it so); Redis from
+//! Built with the features `http`, `logs` and `redis` (the workspace run has them: the
+//! demo turns them on); Redis from
 //! `RUSTSTREAM_REDIS_URL` (default `redis://127.0.0.1:6379`, `scripts/redis.sh` starts one).
 #![cfg(all(feature = "http", feature = "logs", feature = "redis"))]
 
@@ -75,9 +76,9 @@ async fn scrape_until(addr: SocketAddr, what: &str, done: impl Fn(&str) -> bool)
 /// Acks most, drops multiples of 3, retries multiples of 5 until they are spent.
 async fn handle(n: u64) -> Outcome {
     tokio::time::sleep(Duration::from_millis(1)).await;
-    if n % 5 == 0 {
+    if n.is_multiple_of(5) {
         retry()
-    } else if n % 3 == 0 {
+    } else if n.is_multiple_of(3) {
         ruststream::drop()
     } else {
         ack()
