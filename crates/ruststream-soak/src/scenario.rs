@@ -161,6 +161,9 @@ struct Run<'a> {
     kills: Vec<(u32, u64)>,
     fault_ends: Vec<u64>,
     dice: u64,
+    /// This binary, found once at the start: a rebuild during the run replaces the file,
+    /// and `current_exe` would then name a deleted one.
+    exe: PathBuf,
 }
 
 impl<'a> Run<'a> {
@@ -200,6 +203,7 @@ impl<'a> Run<'a> {
             kills: Vec::new(),
             fault_ends: Vec::new(),
             dice: now_ms() | 1,
+            exe: std::env::current_exe()?,
         })
     }
 
@@ -208,7 +212,7 @@ impl<'a> Run<'a> {
             .create(true)
             .append(true)
             .open(self.dir.join(format!("{role}.out")))?;
-        let child = Command::new(std::env::current_exe()?)
+        let child = Command::new(&self.exe)
             .arg(role)
             .args([
                 "--url",
@@ -391,16 +395,19 @@ impl<'a> Run<'a> {
                 self.fault_ends.push(now_ms());
             }
             Fault::RabbitRestart => {
-                let status = Command::new("scripts/rabbitmq4.sh")
+                let restart = Command::new("scripts/rabbitmq4.sh")
                     .arg("restart")
                     .stdout(Stdio::null())
                     .stderr(Stdio::null())
-                    .status()
-                    .await?;
-                if !status.success() {
+                    .status();
+                // The node takes connections again before the script is done (it waits
+                // for the boot and imports definitions): the fault ends when the AMQP
+                // port, gone for the restart, answers again.
+                let (status, back) = tokio::join!(restart, back_up(host_port(&self.direct).to_owned()));
+                if !status?.success() {
                     return Err("scripts/rabbitmq4.sh restart failed".into());
                 }
-                self.fault_ends.push(now_ms());
+                self.fault_ends.push(back.unwrap_or_else(now_ms));
             }
             Fault::Reset => {
                 if let Some(proxy) = &self.proxy {
@@ -498,6 +505,27 @@ impl<'a> Run<'a> {
             eprintln!("soak: clean-up of {}: {error}", self.address);
         }
     }
+}
+
+/// Waits (up to 5 min) for `addr` to refuse connections, then to take them again;
+/// returns when it did (ms), or `None` if it never went down.
+async fn back_up(addr: String) -> Option<u64> {
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let up = || async {
+        tokio::time::timeout(Duration::from_millis(500), tokio::net::TcpStream::connect(&addr))
+            .await
+            .is_ok_and(|c| c.is_ok())
+    };
+    let mut was_down = false;
+    while Instant::now() < deadline {
+        match (up().await, was_down) {
+            (false, _) => was_down = true,
+            (true, true) => return Some(now_ms()),
+            (true, false) => {}
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    None
 }
 
 /// `host:port` of a URL.

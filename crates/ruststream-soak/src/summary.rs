@@ -70,10 +70,12 @@ pub(crate) fn markdown(reports: &[Report], commit: &str) -> String {
                     r.tally.lost_other, r.tally.lost_other_ids
                 )
             };
-            let delayed = if form.delays_in_process() && fault == Fault::Kill {
+            let delayed = if fault != Fault::Kill {
+                format!("{} (no process killed)", r.tally.lost_delayed)
+            } else if form.delays_in_process() {
                 r.tally.lost_delayed.to_string()
             } else {
-                format!("{} (none held in the process)", r.tally.lost_delayed)
+                format!("{} (delays are durable)", r.tally.lost_delayed)
             };
             let _ = writeln!(
                 out,
