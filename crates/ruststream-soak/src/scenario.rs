@@ -66,7 +66,12 @@ impl Report {
 type BoxError = Box<dyn std::error::Error>;
 
 /// Runs a scenario and writes `report.json` into its directory.
-pub(crate) async fn run(plan: Plan) -> Result<Report, BoxError> {
+pub(crate) async fn run(mut plan: Plan) -> Result<Report, BoxError> {
+    if plan.fault == Fault::RabbitRestart {
+        // A restart takes RabbitMQ down some 15 s after it is asked for: publish for at
+        // least a minute, so that messages still flow when it goes down and comes back.
+        plan.rate = plan.rate.min((plan.n / 60).max(1));
+    }
     let name = format!(
         "{}-{}-{}-{}",
         plan.form.name(),
