@@ -408,7 +408,8 @@ impl<'a> Run<'a> {
                 // The node takes connections again before the script is done (it waits
                 // for the boot and imports definitions): the fault ends when the AMQP
                 // port, gone for the restart, answers again.
-                let (status, back) = tokio::join!(restart, back_up(host_port(&self.direct).to_owned()));
+                let (status, back) =
+                    tokio::join!(restart, back_up(host_port(&self.direct).to_owned()));
                 if !status?.success() {
                     return Err("scripts/rabbitmq4.sh restart failed".into());
                 }
@@ -517,9 +518,12 @@ impl<'a> Run<'a> {
 async fn back_up(addr: String) -> Option<u64> {
     let deadline = Instant::now() + Duration::from_secs(300);
     let up = || async {
-        tokio::time::timeout(Duration::from_millis(500), tokio::net::TcpStream::connect(&addr))
-            .await
-            .is_ok_and(|c| c.is_ok())
+        tokio::time::timeout(
+            Duration::from_millis(500),
+            tokio::net::TcpStream::connect(&addr),
+        )
+        .await
+        .is_ok_and(|c| c.is_ok())
     };
     let mut was_down = false;
     while Instant::now() < deadline {
