@@ -17,10 +17,12 @@ mod args;
 mod consume;
 mod fault;
 mod form;
+mod net;
 mod pending;
 mod produce;
 mod proxy;
 mod record;
+mod run;
 mod scenario;
 mod server;
 mod summary;
@@ -33,7 +35,8 @@ use std::time::Duration;
 use args::Args;
 use form::Form;
 
-type BoxError = Box<dyn std::error::Error>;
+/// Any error, reported at the end.
+pub(crate) type BoxError = Box<dyn std::error::Error>;
 
 fn main() -> ExitCode {
     let mut argv = std::env::args().skip(1);
