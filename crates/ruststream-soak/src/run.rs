@@ -193,7 +193,11 @@ impl<'a> Run<'a> {
             &self.fault_ends,
             self.plan.form.delays_in_process(),
         );
-        self.clean();
+        if out.tally.lost_other == 0 && pending == 0 {
+            self.clean();
+        } else {
+            eprintln!("soak: {}: keys and queues kept for inspection", self.address);
+        }
         Ok(out)
     }
 
