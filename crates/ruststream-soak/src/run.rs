@@ -196,7 +196,10 @@ impl<'a> Run<'a> {
         if out.tally.lost_other == 0 && pending == 0 {
             self.clean();
         } else {
-            eprintln!("soak: {}: keys and queues kept for inspection", self.address);
+            eprintln!(
+                "soak: {}: keys and queues kept for inspection",
+                self.address
+            );
         }
         Ok(out)
     }
