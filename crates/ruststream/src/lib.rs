@@ -29,6 +29,8 @@
 //! kit, writing an adapter).
 
 mod app;
+#[cfg(feature = "asyncapi")]
+pub mod asyncapi;
 pub mod codec;
 mod connect;
 mod dispatch;
@@ -43,6 +45,7 @@ mod publisher;
 mod reply;
 mod router;
 mod settled;
+mod target;
 #[cfg(feature = "memory")]
 pub mod testing;
 
@@ -59,6 +62,7 @@ pub use publisher::{Outgoing, Publisher, SendError};
 pub use reply::Reply;
 pub use router::Router;
 pub use settled::{Cause, SettleError, Settled};
+pub use target::PublishTarget;
 
 pub use ruststream_core as core;
 pub use ruststream_core::{Address, Delivery, Headers, Message, Verdict};
