@@ -92,6 +92,12 @@ pub struct RunningGuide;
 #[doc = include_str!("../../../docs/testing.md")]
 pub struct TestingGuide;
 
+/// The operating guide's examples, compiled and run as doctests (the AMQP service is
+/// `ignore`d here and built as `examples/amqp_orders.rs`).
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/operating.md")]
+pub struct OperatingGuide;
+
 /// The adapters guide's examples, compiled and run as doctests (those that need an
 /// adapter crate are `ignore`d: this crate cannot depend on adapters).
 #[cfg(doctest)]
