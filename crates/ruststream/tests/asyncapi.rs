@@ -340,6 +340,38 @@ fn the_same_service_gives_the_same_document() {
 }
 
 #[test]
+fn the_text_is_the_document_with_info_first() {
+    let app = service(App::new(MemoryBroker::new()));
+    let document = app.asyncapi(&info()).expect("document");
+    let json = app.asyncapi_string(&info(), Format::Json).expect("json");
+    assert!(
+        json.starts_with("{\n  \"asyncapi\": \"3.0.0\",\n  \"info\": {\n"),
+        "{json}"
+    );
+    assert!(json.ends_with("}\n"));
+    let back: Value = serde_json::from_str(&json).expect("json parses");
+    assert_eq!(back, document);
+    let yaml = app.asyncapi_string(&info(), Format::Yaml).expect("yaml");
+    let order: Vec<&str> = yaml
+        .lines()
+        .filter(|l| !l.starts_with(' '))
+        .map(|l| l.split(':').next().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        order,
+        [
+            "\"asyncapi\"",
+            "\"info\"",
+            "\"servers\"",
+            "\"defaultContentType\"",
+            "\"channels\"",
+            "\"operations\"",
+            "\"components\""
+        ]
+    );
+}
+
+#[test]
 fn facts_show_what_the_broker_declares() {
     let broker = MemoryBroker::with_capabilities(Capabilities {
         dead_letters: true,

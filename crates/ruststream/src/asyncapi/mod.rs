@@ -119,20 +119,57 @@ impl App {
         build::document(self, info)
     }
 
-    /// The service's AsyncAPI 3.0 document as text in `format`, ending with a newline.
+    /// The service's AsyncAPI 3.0 document as text in `format`, ending with a newline;
+    /// its top-level keys in the specification's order (`asyncapi`, `info`, `servers`,
+    /// …), those below sorted.
     pub fn asyncapi_string(
         &self,
         info: &AsyncApiInfo,
         format: Format,
     ) -> Result<String, AsyncApiError> {
         let document = self.asyncapi(info)?;
-        Ok(match format {
+        let Value::Object(mut top) = document else {
+            return Ok(to_yaml(&document));
+        };
+        let mut keys: Vec<String> = ORDER.iter().map(|k| (*k).to_owned()).collect();
+        keys.extend(top.keys().filter(|k| !ORDER.contains(&k.as_str())).cloned());
+        let entries: Vec<(String, Value)> = keys
+            .into_iter()
+            .filter_map(|k| top.remove(&k).map(|v| (k, v)))
+            .collect();
+        let mut text = String::new();
+        match format {
             Format::Json => {
-                let mut text = format!("{document:#}");
-                text.push('\n');
-                text
+                text.push_str("{\n");
+                for (i, (key, value)) in entries.iter().enumerate() {
+                    let value = format!("{value:#}").replace('\n', "\n  ");
+                    let comma = if i + 1 < entries.len() { "," } else { "" };
+                    text.push_str(&format!(
+                        "  {}: {value}{comma}\n",
+                        Value::from(key.as_str())
+                    ));
+                }
+                text.push_str("}\n");
             }
-            Format::Yaml => to_yaml(&document),
-        })
+            Format::Yaml => {
+                for (key, value) in entries {
+                    let mut one = serde_json::Map::new();
+                    one.insert(key, value);
+                    text.push_str(&to_yaml(&Value::Object(one)));
+                }
+            }
+        }
+        Ok(text)
     }
 }
+
+/// The top-level keys of a document in the order the specification lists them.
+const ORDER: [&str; 7] = [
+    "asyncapi",
+    "id",
+    "info",
+    "servers",
+    "defaultContentType",
+    "channels",
+    "operations",
+];
