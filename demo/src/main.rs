@@ -15,16 +15,23 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use ruststream::core::{Message, Original, Plan};
-use ruststream::{App, Attempt, Mount, Outcome, Settled, ack, drop, retry, retry_after};
+use ruststream::{
+    App, Attempt, Mount, Outcome, PublishTarget, Settled, ack, drop, retry, retry_after,
+};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
 const ORDERS: &str = "demo.orders";
 const DEAD: &str = "demo.orders.dead";
 
-#[derive(Debug, Serialize, Deserialize)]
+/// An order of the demo.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 struct Order {
+    /// The order's number.
     id: u32,
+    /// What the handler does with it: `ok`, `bad` (dropped), `flaky` and `slow` (retried
+    /// once), `doomed` (retried until the dead letter).
     kind: String,
 }
 
@@ -44,6 +51,24 @@ async fn orders(Attempt(attempt): Attempt, order: Order) -> Outcome {
 
 async fn dead_letters(order: Order) {
     println!("  dead letter: order {} ({}) gave up", order.id, order.kind);
+}
+
+/// The demo's mounts and what it publishes.
+fn service(app: App) -> App {
+    app.name("demo")
+        .mount(
+            Mount::new(ORDERS)
+                .payload::<Order>()
+                .max_attempts(3)
+                .dead_letter(DEAD),
+            orders,
+        )
+        .mount(Mount::new(DEAD).payload::<Order>(), dead_letters)
+        .publishes(
+            PublishTarget::new(ORDERS)
+                .payload::<Order>()
+                .description("The demo publishes its own orders."),
+        )
 }
 
 fn describe(plan: &Plan) -> String {
@@ -81,9 +106,7 @@ async fn main() -> ExitCode {
     println!("demo on the {} broker", broker.name());
 
     let (tx, mut settled) = mpsc::unbounded_channel();
-    let app = App::with_broker(broker)
-        .mount(Mount::new(ORDERS).max_attempts(3).dead_letter(DEAD), orders)
-        .mount(DEAD, dead_letters)
+    let app = service(App::with_broker(broker))
         .after_settle(move |s: &Settled| {
             let _ = tx.send(format!(
                 "  settled: {} attempt {}: {:?} ({:?}) -> {}",
@@ -139,6 +162,54 @@ async fn main() -> ExitCode {
         Err(error) => {
             eprintln!("demo: {error}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ruststream::asyncapi::{AsyncApiInfo, Format};
+    use ruststream::memory::MemoryBroker;
+
+    use super::*;
+
+    /// The demo's AsyncAPI document, written (JSON and YAML) to
+    /// `$RUSTSTREAM_ASYNCAPI_OUT` (default: `asyncapi/` in Cargo's temporary directory)
+    /// for `scripts/test` to validate against the AsyncAPI 3.0.0 schema and parser.
+    #[test]
+    fn asyncapi_document() {
+        let app = service(App::new(MemoryBroker::new()));
+        let info = AsyncApiInfo {
+            version: env!("CARGO_PKG_VERSION").into(),
+            server: Some("memory://".into()),
+            ..AsyncApiInfo::default()
+        };
+        let document = app.asyncapi(&info).expect("document");
+        assert_eq!(document["info"]["title"], "demo");
+        let addresses: Vec<&str> = document["channels"]
+            .as_object()
+            .expect("channels")
+            .values()
+            .filter_map(|c| c["address"].as_str())
+            .collect();
+        assert_eq!(addresses, [ORDERS, DEAD]);
+        let receive = &document["operations"]["receive.demo.orders"];
+        assert_eq!(
+            receive["x-ruststream-declaration"],
+            serde_json::json!({"maxAttempts": 3, "deadLetter": DEAD, "retryTo": ORDERS})
+        );
+        assert_eq!(
+            document["components"]["schemas"]["Order"]["required"],
+            serde_json::json!(["id", "kind"])
+        );
+
+        let dir = std::env::var_os("RUSTSTREAM_ASYNCAPI_OUT")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| std::env::temp_dir().join("ruststream-asyncapi"));
+        std::fs::create_dir_all(&dir).expect("output directory");
+        for (format, extension) in [(Format::Json, "json"), (Format::Yaml, "yaml")] {
+            let text = app.asyncapi_string(&info, format).expect("document");
+            std::fs::write(dir.join(format!("demo.{extension}")), text).expect("write");
         }
     }
 }

@@ -34,6 +34,14 @@ pub trait Broker: Send + Sync + 'static {
 
     /// Closes connections once in-flight settlements are done. Open subscriptions end.
     fn close(&self) -> BoxFuture<'_, ()>;
+
+    /// The facts a subscription of `spec` would declare, where the adapter can tell
+    /// without subscribing; `None` (the default) where they are found out from the
+    /// broker at subscribe. Descriptions of a service (its AsyncAPI document) show them.
+    fn facts(&self, spec: &SubscribeSpec) -> Option<Capabilities> {
+        let _ = spec;
+        None
+    }
 }
 
 /// Publishes messages to addresses.
@@ -129,6 +137,7 @@ pub trait BrokerOption: Any + Send + Sync {
 /// assert_eq!(options.get::<Credit>(), Some(&Credit(64)));
 /// assert!(options.check("amqp").is_ok());
 /// assert!(options.check("redis").is_err());
+/// assert_eq!(options.names().count(), 1);
 /// ```
 #[derive(Default)]
 pub struct Options(Vec<Entry>);
@@ -159,6 +168,11 @@ impl Options {
             .iter()
             .find(|entry| entry.id == TypeId::of::<T>())
             .and_then(|entry| entry.value.downcast_ref())
+    }
+
+    /// The type names of the options set, in the order they were set.
+    pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.0.iter().map(|entry| entry.name)
     }
 
     /// Refuses options that belong to another broker than `broker`.

@@ -476,6 +476,10 @@ impl Broker for RedisBroker {
         Arc::new(self.inner.publisher.clone())
     }
 
+    fn facts(&self, spec: &SubscribeSpec) -> Option<Capabilities> {
+        crate::options::facts_of(&form_of(&spec.options))
+    }
+
     fn close(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
             self.inner.closed.send_replace(true);

@@ -374,6 +374,30 @@ pub(crate) fn form_of(options: &ruststream_core::Options) -> Form {
     Form::default()
 }
 
+/// The facts a subscription of `form` declares (`None` for one that is refused at
+/// subscribe: a claiming form with a zero `min_idle`). The subscriptions `RedisBroker`
+/// opens declare the same (tests/facts.rs checks it on a server).
+pub(crate) fn facts_of(form: &Form) -> Option<ruststream_core::Capabilities> {
+    use ruststream_core::Capabilities;
+    Some(match form {
+        Form::Stream(stream) => Capabilities {
+            delays: stream.delayed_retry == DelayedRetry::DurableZset,
+            ..Capabilities::SETTLES
+        },
+        Form::Claiming(claiming) if claiming.min_idle.is_zero() => return None,
+        Form::Claiming(claiming) => Capabilities {
+            settles: true,
+            requeues: true,
+            counts: true,
+            delays: true,
+            max_delay: Some(claiming.min_idle),
+            dead_letters: false,
+        },
+        Form::ReliableList(_) => Capabilities::SETTLES,
+        Form::List(_) | Form::PubSub(_) | Form::Pattern(_) => Capabilities::NONE,
+    })
+}
+
 macro_rules! redis_options {
     ($($t:ty),*) => {$(
         impl ruststream_core::BrokerOption for $t {

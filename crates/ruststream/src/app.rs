@@ -14,6 +14,7 @@ use crate::mount::Mount;
 use crate::publisher::Publisher;
 use crate::router::Router;
 use crate::settled::Settled;
+use crate::target::PublishTarget;
 
 /// Why a service did not run to a clean stop.
 #[derive(Debug, thiserror::Error)]
@@ -59,15 +60,16 @@ type StartHook = Box<dyn FnOnce() + Send>;
 /// # }
 /// ```
 pub struct App {
-    broker: Arc<dyn Broker>,
-    router: Router,
+    pub(crate) broker: Arc<dyn Broker>,
+    pub(crate) router: Router,
+    pub(crate) targets: Vec<PublishTarget>,
     app: AppContext,
     after_settle: Vec<AfterSettle>,
     on_start: Vec<StartHook>,
     on_stop: Vec<StartHook>,
     grace: Duration,
     delayed: DelayedLimit,
-    name: String,
+    pub(crate) name: String,
 }
 
 impl App {
@@ -85,6 +87,7 @@ impl App {
         Self {
             broker,
             router: Router::new(),
+            targets: Vec::new(),
             app: AppContext::new(publisher),
             after_settle: Vec::new(),
             on_start: Vec::new(),
@@ -116,6 +119,20 @@ impl App {
     {
         self.router = self.router.mount(mount, handler);
         self
+    }
+
+    /// Declares an address the service publishes to (an address or a
+    /// [`PublishTarget`] with its payload), for descriptions of the service: its AsyncAPI
+    /// document has a channel and a `send` operation for each. Nothing changes at run
+    /// time.
+    pub fn publishes(mut self, target: impl Into<PublishTarget>) -> Self {
+        self.targets.push(target.into());
+        self
+    }
+
+    /// The service's name (see [`App::name`]).
+    pub fn service_name(&self) -> &str {
+        &self.name
     }
 
     /// Adds shared state, taken by handlers as [`State<S>`](crate::State).

@@ -1,5 +1,6 @@
 //! Handlers: plain `async fn`s over extractors and a payload.
 
+use std::any::TypeId;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context as TaskContext, Poll};
@@ -72,6 +73,12 @@ pub trait Handler<M>: Clone + Send + Sync + 'static {
 
     /// Checks, when the service starts, that every argument can be made.
     fn check(app: &AppContext) -> Result<(), ExtractError>;
+
+    /// The payload's Rust type, if the handler takes one: what a description of the
+    /// service (its AsyncAPI document) checks a declared payload schema against.
+    fn payload_type() -> Option<(TypeId, &'static str)> {
+        None
+    }
 }
 
 pin_project_lite::pin_project! {
@@ -147,6 +154,10 @@ macro_rules! handler {
             fn check(app: &AppContext) -> Result<(), ExtractError> {
                 $($arg::check(app)?;)*
                 Ok(())
+            }
+
+            fn payload_type() -> Option<(TypeId, &'static str)> {
+                Some((TypeId::of::<P>(), std::any::type_name::<P>()))
             }
         }
     };

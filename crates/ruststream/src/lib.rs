@@ -29,6 +29,8 @@
 //! kit, writing an adapter).
 
 mod app;
+#[cfg(feature = "asyncapi")]
+pub mod asyncapi;
 pub mod codec;
 mod connect;
 mod dispatch;
@@ -43,6 +45,7 @@ mod publisher;
 mod reply;
 mod router;
 mod settled;
+mod target;
 #[cfg(feature = "memory")]
 pub mod testing;
 
@@ -59,6 +62,7 @@ pub use publisher::{Outgoing, Publisher, SendError};
 pub use reply::Reply;
 pub use router::Router;
 pub use settled::{Cause, SettleError, Settled};
+pub use target::PublishTarget;
 
 pub use ruststream_core as core;
 pub use ruststream_core::{Address, Delivery, Headers, Message, Verdict};
@@ -87,6 +91,12 @@ pub struct RunningGuide;
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/testing.md")]
 pub struct TestingGuide;
+
+/// The operating guide's examples, compiled and run as doctests (the AMQP service is
+/// `ignore`d here and built as `examples/amqp_orders.rs`).
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/operating.md")]
+pub struct OperatingGuide;
 
 /// The adapters guide's examples, compiled and run as doctests (those that need an
 /// adapter crate are `ignore`d: this crate cannot depend on adapters).

@@ -76,6 +76,8 @@ pub struct Mount {
     pub(crate) reply_to: Option<Address>,
     pub(crate) allow_reply_to: Option<crate::reply::ReplyFilter>,
     pub(crate) options: Options,
+    #[cfg(feature = "asyncapi")]
+    pub(crate) payload: Option<crate::asyncapi::PayloadSchema>,
 }
 
 impl Mount {
@@ -93,12 +95,19 @@ impl Mount {
             reply_to: None,
             allow_reply_to: None,
             options: Options::default(),
+            #[cfg(feature = "asyncapi")]
+            payload: None,
         }
     }
 
     /// The address subscribed to.
     pub fn address(&self) -> &Address {
         &self.address
+    }
+
+    /// Where retry copies go: the declared retry address, else the mount's own.
+    pub fn retry_address(&self) -> &Address {
+        self.declaration.retry_to.as_ref().unwrap_or(&self.address)
     }
 
     /// What is declared about retries.
@@ -221,6 +230,26 @@ impl Mount {
     /// ```
     pub fn allow_reply_to(mut self, filter: impl Fn(&str) -> bool + Send + Sync + 'static) -> Self {
         self.allow_reply_to = Some(crate::reply::ReplyFilter(Arc::new(filter)));
+        self
+    }
+
+    /// Documents the payload as `T` (feature `asyncapi`): its JSON schema goes in the
+    /// service's AsyncAPI document. `T` must be the handler's payload type;
+    /// [`App::asyncapi`](crate::App::asyncapi) refuses a mount whose handler takes
+    /// another.
+    ///
+    /// ```
+    /// use ruststream::Mount;
+    ///
+    /// #[derive(serde::Deserialize, schemars::JsonSchema)]
+    /// struct Order { id: u64 }
+    ///
+    /// let mount = Mount::new("orders").payload::<Order>();
+    /// # let _ = mount;
+    /// ```
+    #[cfg(feature = "asyncapi")]
+    pub fn payload<T: schemars::JsonSchema + 'static>(mut self) -> Self {
+        self.payload = Some(crate::asyncapi::PayloadSchema::of::<T>());
         self
     }
 

@@ -257,6 +257,10 @@ impl Broker for MemoryBroker {
         Arc::new(self.clone_connection())
     }
 
+    fn facts(&self, _: &SubscribeSpec) -> Option<Capabilities> {
+        Some(self.inner.capabilities)
+    }
+
     fn close(&self) -> BoxFuture<'_, ()> {
         self.connection.closed.store(true, Ordering::Release);
         let queues = std::mem::take(&mut *lock(&self.connection.queues));
