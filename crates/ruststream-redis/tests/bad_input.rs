@@ -271,6 +271,10 @@ fn unreadable(id: &dyn Fn(&str) -> String) -> Vec<(String, Entry)> {
     ]
 }
 
+/// What the handler saw of one job: its number, its `bin` header, its attempt, its
+/// message id.
+type Seen = (u64, Option<Vec<u8>>, u32, Option<String>);
+
 /// Starts a service on `orders` (dead letter `orders.dead`) whose handler sends each
 /// job's number, the bytes of its `bin` header and its attempt, then settles as
 /// `outcome` says.
@@ -278,10 +282,7 @@ async fn service(
     ctx: &Ctx,
     mount: Mount,
     outcome: fn() -> ruststream::Outcome,
-) -> (
-    Running,
-    tokio::sync::mpsc::UnboundedReceiver<(u64, Option<Vec<u8>>, u32, Option<String>)>,
-) {
+) -> (Running, tokio::sync::mpsc::UnboundedReceiver<Seen>) {
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let handler = move |headers: Headers, Attempt(attempt): Attempt, job: Job| {
         let _ = tx.send((
@@ -301,10 +302,7 @@ async fn service(
 }
 
 /// Waits up to 20 s for the handler to see job `n`; returns what it saw on the way.
-async fn until_job(
-    rx: &mut tokio::sync::mpsc::UnboundedReceiver<(u64, Option<Vec<u8>>, u32, Option<String>)>,
-    n: u64,
-) -> Vec<(u64, Option<Vec<u8>>, u32, Option<String>)> {
+async fn until_job(rx: &mut tokio::sync::mpsc::UnboundedReceiver<Seen>, n: u64) -> Vec<Seen> {
     let mut seen = Vec::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     loop {
