@@ -168,6 +168,7 @@ mod pair;
 mod publisher;
 mod queue;
 mod receiver;
+mod sizes;
 #[cfg(feature = "tls")]
 mod tls;
 mod transport;

@@ -214,6 +214,7 @@ mod url;
 pub mod __fuzz;
 
 pub use broker::{RedisBroker, Settings};
+pub use entry::STREAM_FIELDS;
 pub use error::ConnectError;
 /// The rustls the client uses (feature `tls`), for
 /// [`Settings::tls_client_config`].
