@@ -168,6 +168,7 @@ mod pair;
 mod publisher;
 mod queue;
 mod receiver;
+mod replies;
 #[cfg(feature = "tls")]
 mod tls;
 mod transport;
@@ -181,7 +182,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ruststream_core::{
-    BoxFuture, Broker, Capabilities, Publish, SubscribeError, SubscribeSpec, Subscription,
+    Address, BoxFuture, Broker, Capabilities, Publish, Replies, SubscribeError, SubscribeSpec,
+    Subscription,
 };
 
 pub use address::amqp_address;
@@ -318,6 +320,29 @@ impl Broker for AmqpBroker {
 
     fn publisher(&self) -> Arc<dyn Publish> {
         self.publisher.clone()
+    }
+
+    /// A classic queue named after `address`, made through the management node with
+    /// `x-expires` of 10 minutes (RabbitMQ deletes it once nobody has read it for that
+    /// long), read at most once: a reply lost with a connection is a request's timeout.
+    fn replies(&self, address: Address) -> BoxFuture<'_, Result<Replies, SubscribeError>> {
+        Box::pin(async move {
+            if self.connector.is_closed() {
+                return Err(SubscribeError::Closed);
+            }
+            replies::declare(&self.connector, address.as_str()).await?;
+            let mut spec = SubscribeSpec::new(address.clone());
+            spec.options.insert(
+                SubscribeOptions::new()
+                    .credit(DEFAULT_CREDIT)
+                    .settle(Settle::AtMostOnce),
+            );
+            let subscription = self.open_subscription(spec).await?;
+            Ok(Replies {
+                address,
+                subscription,
+            })
+        })
     }
 
     fn close(&self) -> BoxFuture<'_, ()> {

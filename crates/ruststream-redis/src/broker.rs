@@ -8,8 +8,8 @@ use fred::clients::Pool;
 use fred::interfaces::{ClientLike, EventInterface, PubsubInterface};
 use fred::types::config::Config;
 use ruststream_core::{
-    Acker, Address, BoxFuture, Broker, Capabilities, Publish, SubscribeError, SubscribeSpec,
-    Subscription,
+    Acker, Address, BoxFuture, Broker, Capabilities, Publish, Replies, SubscribeError,
+    SubscribeSpec, Subscription,
 };
 use tokio::sync::watch;
 
@@ -468,6 +468,22 @@ impl Broker for RedisBroker {
 
     fn publisher(&self) -> Arc<dyn Publish> {
         Arc::new(self.inner.publisher.clone())
+    }
+
+    /// A [`List`](crate::List) on `address` (under the key prefix): replies wait in it
+    /// even before the client reads, and its kind marker tells servers in other
+    /// processes to push to a list.
+    fn replies(&self, address: Address) -> BoxFuture<'_, Result<Replies, SubscribeError>> {
+        Box::pin(async move {
+            let mut spec = SubscribeSpec::new(address.clone());
+            spec.in_flight = 256;
+            spec.options.insert(Form::List(crate::List::new()));
+            let subscription = self.open(spec).await?;
+            Ok(Replies {
+                address,
+                subscription,
+            })
+        })
     }
 
     fn close(&self) -> BoxFuture<'_, ()> {

@@ -81,7 +81,7 @@ impl App {
     /// A stopping service closes its broker ([`Running::stop`]): give each service its own
     /// connection (for the memory broker, a clone) rather than one shared by several.
     pub fn with_broker(broker: Arc<dyn Broker>) -> Self {
-        let publisher = Publisher::new(broker.publisher());
+        let publisher = Publisher::for_broker(broker.clone());
         Self {
             broker,
             router: Router::new(),

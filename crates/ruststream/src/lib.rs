@@ -34,6 +34,7 @@ mod connect;
 mod dispatch;
 mod extract;
 mod handler;
+mod inbox;
 #[cfg(feature = "memory")]
 pub mod memory;
 mod mount;
@@ -41,6 +42,7 @@ mod outcome;
 mod policy;
 mod publisher;
 mod reply;
+mod request;
 mod router;
 mod settled;
 #[cfg(feature = "memory")]
@@ -57,6 +59,7 @@ pub use outcome::{IntoOutcome, Outcome, ack, drop, retry, retry_after};
 pub use policy::Policy;
 pub use publisher::{Outgoing, Publisher, SendError};
 pub use reply::Reply;
+pub use request::RequestError;
 pub use router::Router;
 pub use settled::{Cause, SettleError, Settled};
 
