@@ -169,6 +169,7 @@ mod publisher;
 mod queue;
 mod receiver;
 mod replies;
+mod settings;
 #[cfg(feature = "tls")]
 mod tls;
 mod transport;
@@ -182,8 +183,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ruststream_core::{
-    Address, BoxFuture, Broker, Capabilities, Publish, Replies, SubscribeError, SubscribeSpec,
-    Subscription,
+    Address, BoxFuture, Broker, Capabilities, Publish, Replies, Setting, SubscribeError,
+    SubscribeSpec, Subscription, split_query,
 };
 
 pub use address::amqp_address;
@@ -205,6 +206,8 @@ pub struct AmqpBroker {
     connector: Arc<Connector>,
     publisher: Arc<AmqpPublisher>,
     tasks: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// Subscription settings from the URL's query, under every mount's own.
+    url_settings: Vec<Setting>,
 }
 
 impl AmqpBroker {
@@ -215,12 +218,20 @@ impl AmqpBroker {
 
     /// Connects with `options`.
     pub async fn connect_with(url: &str, options: ConnectOptions) -> Result<Self, ConnectError> {
-        let url = url::BrokerUrl::parse(url)?;
+        let (url, url_settings) = split_query(url, |_| false);
+        settings::options(&ruststream_core::Options::default(), &url_settings).map_err(
+            |e| match e {
+                SubscribeError::BadOption(why) => ConnectError::BadUrl(why),
+                other => ConnectError::BadUrl(other.to_string()),
+            },
+        )?;
+        let url = url::BrokerUrl::parse(&url)?;
         let connector = Arc::new(Connector::connect(url, options).await?);
         Ok(Self {
             publisher: Arc::new(AmqpPublisher::new(connector.clone())),
             connector,
             tasks: std::sync::Mutex::new(Vec::new()),
+            url_settings,
         })
     }
 
@@ -238,15 +249,7 @@ impl AmqpBroker {
         if self.connector.is_closed() {
             return Err(SubscribeError::Closed);
         }
-        let options = spec
-            .options
-            .get::<SubscribeOptions>()
-            .copied()
-            .unwrap_or_default();
-        let options = match spec.options.get::<Settle>() {
-            Some(settle) => options.settle(*settle),
-            None => options,
-        };
+        let options = settings::options(&spec.options, &self.url_settings)?;
         let source = amqp_address(spec.address.as_str());
         let at_least_once = options.settle == Settle::AtLeastOnce;
         // At most once nothing is counted or redelivered: only a declaration asks.

@@ -57,6 +57,11 @@ impl Setting {
 
     /// The error for a key the broker does not know; `known` lists the keys it does.
     pub fn unknown(&self, broker: &str, known: &[&str]) -> SubscribeError {
+        if known.is_empty() {
+            return self.invalid(format_args!(
+                "unknown key for the {broker} broker (it reads no settings)"
+            ));
+        }
         self.invalid(format_args!(
             "unknown key for the {broker} broker (known: {})",
             known.join(", ")

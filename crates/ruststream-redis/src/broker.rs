@@ -8,8 +8,8 @@ use fred::clients::Pool;
 use fred::interfaces::{ClientLike, EventInterface, PubsubInterface};
 use fred::types::config::Config;
 use ruststream_core::{
-    Acker, Address, BoxFuture, Broker, Capabilities, Publish, Replies, SubscribeError,
-    SubscribeSpec, Subscription,
+    Acker, Address, BoxFuture, Broker, Capabilities, Publish, Replies, Setting, SubscribeError,
+    SubscribeSpec, Subscription, split_query,
 };
 use tokio::sync::watch;
 
@@ -28,7 +28,7 @@ use crate::form::stream::{StreamReader, ensure_group};
 use crate::form::{self};
 use crate::inflight::Inflight;
 use crate::keys::{Keys, default_consumer};
-use crate::options::{DelayedRetry, Form, Group, form_of};
+use crate::options::{DelayedRetry, Form, Group};
 use crate::publisher::{RedisPublisher, Target};
 use crate::routes::{Routes, mark};
 use crate::{ConnectError, client, delayed, url};
@@ -109,6 +109,8 @@ pub struct RedisBroker {
 
 struct Inner {
     config: Config,
+    /// Subscription settings from the URL's query, under every mount's own.
+    url_settings: Vec<Setting>,
     pool: Pool,
     publisher: RedisPublisher,
     closed: Arc<watch::Sender<bool>>,
@@ -137,8 +139,16 @@ impl RedisBroker {
 
     /// Connects with `settings`.
     pub async fn connect_with(url: &str, settings: Settings) -> Result<Self, ConnectError> {
+        // The query's keys other than the cluster's `node` are subscription settings.
+        let (url, url_settings) = split_query(url, |key| key == "node");
+        crate::settings::form(&ruststream_core::Options::default(), &url_settings).map_err(
+            |e| match e {
+                SubscribeError::BadOption(why) => ConnectError::BadUrl(why),
+                other => ConnectError::BadUrl(other.to_string()),
+            },
+        )?;
         #[cfg_attr(not(feature = "tls"), allow(unused_mut))]
-        let (mut config, tls) = url::parse(url)?;
+        let (mut config, tls) = url::parse(&url)?;
         #[cfg(feature = "tls")]
         if tls {
             config.tls = Some(settings.tls.fred_config()?);
@@ -165,6 +175,7 @@ impl RedisBroker {
         Ok(Self {
             inner: Arc::new(Inner {
                 config,
+                url_settings,
                 pool,
                 publisher,
                 closed: Arc::new(closed),
@@ -213,7 +224,7 @@ impl RedisBroker {
             return Err(SubscribeError::BadAddress("empty address".into()));
         }
         let count = spec.in_flight.clamp(1, 1000);
-        match form_of(&spec.options) {
+        match crate::settings::form(&spec.options, &self.inner.url_settings)? {
             Form::Stream(stream) => {
                 let durable = stream.delayed_retry == DelayedRetry::DurableZset;
                 let mut caps = Capabilities::SETTLES;

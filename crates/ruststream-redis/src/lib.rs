@@ -205,6 +205,7 @@ mod options;
 mod publisher;
 mod reply;
 mod routes;
+mod settings;
 #[cfg(feature = "tls")]
 mod tls;
 mod url;

@@ -38,6 +38,7 @@ mod inbox;
 #[cfg(feature = "memory")]
 pub mod memory;
 mod mount;
+mod mount_settings;
 mod outcome;
 mod policy;
 mod publisher;
@@ -55,6 +56,7 @@ pub use dispatch::DelayedLimit;
 pub use extract::{AppContext, Attempt, Context, ExtractError, FromDelivery, Raw, State};
 pub use handler::{Extractors, Handler, OutcomeFuture, WithPayload};
 pub use mount::{Concurrency, Mount};
+pub use mount_settings::{MOUNT_ENV_PREFIX, mount_env_name};
 pub use outcome::{IntoOutcome, Outcome, ack, drop, retry, retry_after};
 pub use policy::Policy;
 pub use publisher::{Outgoing, Publisher, SendError};
