@@ -68,6 +68,29 @@
 //! spec.options.insert(SubscribeOptions::new().declare(QueueType::Quorum));
 //! ```
 //!
+//! # Settings from configuration
+//!
+//! A subscription's options can also come from configuration, as text: the broker
+//! URL's query (`amqp://user:pass@host:5672/?declare=quorum&credit=64`: every
+//! subscription of the broker) and the mount's settings (the runtime's per-mount table,
+//! `RUSTSTREAM_MOUNT__<ADDRESS>__<KEY>`), read in that order (a later key wins). Typed
+//! [`SubscribeOptions`] on the mount win over every key; a typed [`Settle`] over
+//! `settle`. The keys: `credit` (a whole number, at least 1), `settle` (`at_least_once`,
+//! `at_most_once`), `declare` (`classic`, `quorum`, `stream`), `counts` and
+//! `dead_letters` (`true`, `false`). A key not among them or a value that does not read
+//! is an error naming the setting and where it came from: at [`AmqpBroker::connect`]
+//! for the URL ([`ConnectError::BadUrl`]), at subscribe for a mount's
+//! (`SubscribeError::BadOption`).
+//!
+//! # Requests
+//!
+//! A request client's replies ([`Broker::replies`])
+//! come on a classic queue named after the client's reply address, made through the
+//! management node with `x-expires` of 10 minutes (RabbitMQ deletes it once nobody has
+//! read it that long) and read at most once: a reply lost with a connection is the
+//! request's timeout. RabbitMQ 4.0 has no dynamic receivers (a queue the broker names);
+//! the user needs the right to declare queues.
+//!
 //! # Flow control
 //!
 //! Credit 256 by default ([`SubscribeOptions::credit`]). Each time half of it has been
