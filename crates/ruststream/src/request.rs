@@ -58,7 +58,7 @@ impl Outgoing<'_> {
             return Err(RequestError::NoReplies);
         };
         let address = self.to.to_string();
-        let ticket = inbox.ticket().await.map_err(|error| match error {
+        let mut ticket = inbox.ticket().await.map_err(|error| match error {
             SubscribeError::Closed => RequestError::Closed,
             other => RequestError::Subscribe(other),
         })?;
@@ -67,7 +67,6 @@ impl Outgoing<'_> {
             .correlation_id(ticket.id.clone());
         let codec = outgoing.publisher.codec();
         outgoing.send().await?;
-        let mut ticket = ticket;
         match tokio::time::timeout(timeout, &mut ticket.reply).await {
             Ok(Ok(reply)) => codec
                 .decode(&reply.payload)
