@@ -6,6 +6,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use fred::clients::Pool;
 use fred::interfaces::{ClientLike, EventInterface, PubsubInterface};
+use fred::types::Value;
 use fred::types::config::Config;
 use ruststream_core::{
     Acker, Address, BoxFuture, Broker, Capabilities, Publish, Replies, Setting, SubscribeError,
@@ -407,6 +408,11 @@ impl RedisBroker {
             client.subscribe(channel).await
         };
         subscribed.map_err(refused)?;
+        // fred resolves (P)SUBSCRIBE when it is sent, not when the server has it: a
+        // publish made right after could find no subscriber and be lost. The server
+        // answers commands of one connection in order, so the reply to a PING sent
+        // after the subscription means the subscription is in place.
+        client.ping::<Value>(None).await.map_err(disconnected)?;
         let prefix = self.inner.publisher.prefix.clone();
         let reader = PubSubReader {
             client,

@@ -200,9 +200,10 @@ mod list {
     ruststream_conformance::conformance_tests!(super::Redis::new(super::Form::List));
 }
 
-// The Pub/Sub and pattern harnesses (`Form::PubSub`, `Form::Pattern`) are not run yet: in
-// one CI run of three, `pubsub::fail_fast_redelivers` saw no delivery within 10 s of a
-// publish made after the subscription had started. Until that is understood, a suite
-// that can fail at random would block every landing.
-#[allow(dead_code)]
-const PUBSUB_FORMS: [Form; 2] = [Form::PubSub, Form::Pattern];
+mod pubsub {
+    ruststream_conformance::conformance_tests!(super::Redis::new(super::Form::PubSub));
+}
+
+mod pattern {
+    ruststream_conformance::conformance_tests!(super::Redis::new(super::Form::Pattern));
+}
