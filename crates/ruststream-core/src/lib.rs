@@ -14,6 +14,7 @@ mod delivery;
 mod error;
 mod headers;
 mod message;
+mod settings;
 mod settlement;
 
 /// Internal decoders, exposed for the fuzz targets in `fuzz/` (feature `fuzzing`).
@@ -27,8 +28,8 @@ pub mod __fuzz {
 }
 
 pub use broker::{
-    BoxFuture, Broker, BrokerOption, Declaration, DeliveryStream, Options, Publish, SubscribeSpec,
-    Subscription,
+    BoxFuture, Broker, BrokerOption, Declaration, DeliveryStream, Options, Publish, Replies,
+    SubscribeSpec, Subscription,
 };
 pub use capabilities::Capabilities;
 pub use decision::{Copy, Facts, Original, Plan, Verdict, decide};
@@ -40,4 +41,5 @@ pub use headers::{
     MESSAGE_ID, REPLY_TO, RETRY_COUNT,
 };
 pub use message::{Address, Message};
+pub use settings::{Setting, split_query};
 pub use settlement::{Acker, Settlement, Settling, Tag};

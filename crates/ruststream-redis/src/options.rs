@@ -358,20 +358,20 @@ impl Pattern {
     }
 }
 
-/// Reads the form from a spec's options: a [`Form`], or one of the form types.
-pub(crate) fn form_of(options: &ruststream_core::Options) -> Form {
+/// The typed form in a spec's options: a [`Form`], or one of the form types.
+pub(crate) fn form_of(options: &ruststream_core::Options) -> Option<Form> {
     if let Some(form) = options.get::<Form>() {
-        return form.clone();
+        return Some(form.clone());
     }
     macro_rules! try_get {
         ($($t:ident),*) => {$(
             if let Some(f) = options.get::<$t>() {
-                return Form::$t(f.clone());
+                return Some(Form::$t(f.clone()));
             }
         )*};
     }
     try_get!(Stream, Claiming, ReliableList, List, PubSub, Pattern);
-    Form::default()
+    None
 }
 
 /// The facts a subscription of `form` declares (`None` for one that is refused at

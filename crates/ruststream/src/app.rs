@@ -36,6 +36,14 @@ pub enum RunError {
         /// The broker's refusal.
         source: SubscribeError,
     },
+    /// A per-mount setting in the environment is malformed or names no mount.
+    #[error("{variable}: {reason}")]
+    Setting {
+        /// The variable's name.
+        variable: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// A failure policy of `fail_fast` stopped the service.
     #[error("stopped by fail_fast: {0}")]
     FailFast(String),
@@ -70,6 +78,8 @@ pub struct App {
     grace: Duration,
     delayed: DelayedLimit,
     pub(crate) name: String,
+    /// Per-mount settings' variables; `None`: the process environment's.
+    mount_env: Option<Vec<(String, String)>>,
 }
 
 impl App {
@@ -83,7 +93,7 @@ impl App {
     /// A stopping service closes its broker ([`Running::stop`]): give each service its own
     /// connection (for the memory broker, a clone) rather than one shared by several.
     pub fn with_broker(broker: Arc<dyn Broker>) -> Self {
-        let publisher = Publisher::new(broker.publisher());
+        let publisher = Publisher::for_broker(broker.clone());
         Self {
             broker,
             router: Router::new(),
@@ -95,6 +105,7 @@ impl App {
             grace: Duration::from_secs(30),
             delayed: DelayedLimit::default(),
             name: default_name(),
+            mount_env: None,
         }
     }
 
@@ -175,6 +186,82 @@ impl App {
         self
     }
 
+    /// Reads per-mount settings from `vars` instead of the process environment.
+    ///
+    /// At [`start`](Self::start) every variable named
+    /// `RUSTSTREAM_MOUNT__<ADDRESS>__<KEY>` becomes a setting of the mounts whose
+    /// address is `<ADDRESS>` once upper-cased with every character other than an ASCII
+    /// letter or digit as `_` ([`mount_env_name`](crate::mount_env_name)); `<KEY>` is one
+    /// of the broker's keys (`FORM`, `MIN_IDLE`, `CREDIT`…), read in lower case. A
+    /// variable that names no mount stops the start with [`RunError::Setting`]; a key the
+    /// broker does not know, or a value it cannot read, with [`RunError::Subscribe`]
+    /// naming the variable. The mount's typed options win over these settings, which
+    /// win over the broker URL's query. See the running guide, "Settings from
+    /// configuration".
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use ruststream::{App, RunError, memory::MemoryBroker};
+    ///
+    /// let app = App::new(MemoryBroker::new())
+    ///     .mount("orders", |_: u32| async {})
+    ///     .mount_settings([("RUSTSTREAM_MOUNT__ORDRES__FORM", "list")]);
+    /// let error = app.start().await.err().expect("a typo");
+    /// assert!(matches!(error, RunError::Setting { .. }));
+    /// assert_eq!(
+    ///     error.to_string(),
+    ///     "RUSTSTREAM_MOUNT__ORDRES__FORM: names no mount (mounted: ORDERS)"
+    /// );
+    /// # }
+    /// ```
+    pub fn mount_settings<K: Into<String>, V: Into<String>>(
+        mut self,
+        vars: impl IntoIterator<Item = (K, V)>,
+    ) -> Self {
+        let vars = vars.into_iter().map(|(k, v)| (k.into(), v.into()));
+        self.mount_env = Some(vars.collect());
+        self
+    }
+
+    /// Adds the per-mount settings of the environment (or of
+    /// [`mount_settings`](Self::mount_settings)) to the mounts' options.
+    fn configure_mounts(&mut self) -> Result<(), RunError> {
+        let vars = self.mount_env.take().unwrap_or_else(|| {
+            std::env::vars_os()
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+                .collect()
+        });
+        let table = crate::mount_settings::table(vars).map_err(|bad| RunError::Setting {
+            variable: bad.0,
+            reason: "expected RUSTSTREAM_MOUNT__<ADDRESS>__<KEY>".into(),
+        })?;
+        for entry in table {
+            let mut used = false;
+            for (mount, _) in &mut self.router.routes {
+                if crate::mount_env_name(mount.address.as_str()) == entry.address {
+                    mount.options.configure(entry.setting.clone());
+                    used = true;
+                }
+            }
+            if !used {
+                let mut mounted: Vec<String> = self
+                    .router
+                    .routes
+                    .iter()
+                    .map(|(m, _)| crate::mount_env_name(m.address.as_str()))
+                    .collect();
+                mounted.sort();
+                mounted.dedup();
+                return Err(RunError::Setting {
+                    variable: entry.setting.origin,
+                    reason: format!("names no mount (mounted: {})", mounted.join(", ")),
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// A publisher for use outside handlers.
     pub fn publisher(&self) -> Publisher {
         self.app.publisher().clone()
@@ -197,7 +284,8 @@ impl App {
 
     /// Subscribes every mount and starts handling; the service runs until
     /// [`Running::stop`].
-    pub async fn start(self) -> Result<Running, RunError> {
+    pub async fn start(mut self) -> Result<Running, RunError> {
+        self.configure_mounts()?;
         for (mount, endpoint) in &self.router.routes {
             mount
                 .options

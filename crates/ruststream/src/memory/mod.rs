@@ -228,6 +228,10 @@ impl Broker for MemoryBroker {
             if self.connection.is_closed() {
                 return Err(SubscribeError::Closed);
             }
+            // It has no options to configure: a setting meant for another broker.
+            if let Some(setting) = spec.options.settings().first() {
+                return Err(setting.unknown("memory", &[]));
+            }
             let mut state = lock(&self.inner.state);
             let (queue, topic) = if let Some(subscribers) = state.topics.get_mut(&spec.address) {
                 let queue = Arc::new(Queue::new(spec.address.clone()));
