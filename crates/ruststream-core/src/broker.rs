@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use futures_core::Stream;
 
-use crate::{Address, Capabilities, ConsumeError, Delivery, Message, PublishError, SubscribeError};
+use crate::{
+    Address, Capabilities, ConsumeError, Delivery, Inspect, Message, PublishError, SubscribeError,
+};
 
 /// A boxed, sendable future.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -34,6 +36,12 @@ pub trait Broker: Send + Sync + 'static {
 
     /// Closes connections once in-flight settlements are done. Open subscriptions end.
     fn close(&self) -> BoxFuture<'_, ()>;
+
+    /// Browsing and removing waiting messages (the dead-letter tools), where the broker
+    /// can; `None` by default.
+    fn inspect(&self) -> Option<&dyn Inspect> {
+        None
+    }
 }
 
 /// Publishes messages to addresses.

@@ -201,7 +201,11 @@ impl RedisBroker {
         .await
     }
 
-    fn keys(&self, address: &str) -> Keys {
+    pub(crate) fn pool(&self) -> &Pool {
+        &self.inner.pool
+    }
+
+    pub(crate) fn keys(&self, address: &str) -> Keys {
         Keys::new(&self.inner.publisher.prefix, address)
     }
 
@@ -468,6 +472,10 @@ impl Broker for RedisBroker {
 
     fn publisher(&self) -> Arc<dyn Publish> {
         Arc::new(self.inner.publisher.clone())
+    }
+
+    fn inspect(&self) -> Option<&dyn ruststream_core::Inspect> {
+        Some(self)
     }
 
     fn close(&self) -> BoxFuture<'_, ()> {

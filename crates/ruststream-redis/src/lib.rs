@@ -200,6 +200,7 @@ mod failure;
 mod form;
 mod frame;
 mod inflight;
+mod inspect;
 mod keys;
 mod options;
 mod publisher;

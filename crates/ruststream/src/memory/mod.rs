@@ -17,6 +17,7 @@
 //! # }
 //! ```
 
+mod inspect;
 mod queue;
 mod stream;
 
@@ -255,6 +256,10 @@ impl Broker for MemoryBroker {
 
     fn publisher(&self) -> Arc<dyn Publish> {
         Arc::new(self.clone_connection())
+    }
+
+    fn inspect(&self) -> Option<&dyn ruststream_core::Inspect> {
+        Some(self)
     }
 
     fn close(&self) -> BoxFuture<'_, ()> {
