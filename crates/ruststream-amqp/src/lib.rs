@@ -161,6 +161,7 @@ mod connection;
 mod credit;
 mod error;
 mod facts;
+mod inspect;
 mod management;
 mod message;
 mod options;
@@ -318,6 +319,10 @@ impl Broker for AmqpBroker {
 
     fn publisher(&self) -> Arc<dyn Publish> {
         self.publisher.clone()
+    }
+
+    fn inspect(&self) -> Option<&dyn ruststream_core::Inspect> {
+        Some(self)
     }
 
     fn close(&self) -> BoxFuture<'_, ()> {
