@@ -29,6 +29,8 @@
 //! kit, writing an adapter).
 
 mod app;
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod codec;
 mod connect;
 mod dispatch;
