@@ -18,6 +18,7 @@ pub(crate) struct Line {
         long,
         global = true,
         env = "RUSTSTREAM_BROKER_URL",
+        hide_env_values = true,
         default_value = "memory://",
         value_name = "URL"
     )]

@@ -178,6 +178,15 @@ impl Cli {
         if let Some(about) = &self.about {
             command = command.about(about.clone());
         }
+        let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+        if let Some(url) = args
+            .get(1)
+            .and_then(|a| a.to_str())
+            .filter(|a| a.contains("://"))
+        {
+            eprintln!("{name}: the broker is an option now: {name} --broker {url}");
+            return ExitCode::from(2);
+        }
         let line = command
             .try_get_matches_from(args)
             .and_then(|matches| Line::from_arg_matches(&matches));
