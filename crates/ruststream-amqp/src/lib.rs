@@ -68,6 +68,15 @@
 //! spec.options.insert(SubscribeOptions::new().declare(QueueType::Quorum));
 //! ```
 //!
+//! # Browsing (the dead-letter tools)
+//!
+//! [`AmqpBroker`] offers [`ruststream_core::Inspect`] through `Broker::inspect` for queues
+//! on RabbitMQ 4: AMQP 1.0 has no browse for classic and quorum queues, so browsing
+//! receives with credit and settles with `released` (not counted as a delivery; a quorum
+//! queue, which puts released messages at its back, is received whole so its order stays
+//! as it was), and removing settles the messages asked for with `accepted`. Ids are
+//! digests of payload and headers. The message count comes from the management node.
+//!
 //! # Flow control
 //!
 //! Credit 256 by default ([`SubscribeOptions::credit`]). Each time half of it has been

@@ -85,6 +85,11 @@ pub struct SettlementGuide;
 #[doc = include_str!("../../../docs/running.md")]
 pub struct RunningGuide;
 
+/// The command line guide's examples, compiled as doctests (feature `cli`).
+#[cfg(all(doctest, feature = "cli"))]
+#[doc = include_str!("../../../docs/cli.md")]
+pub struct CliGuide;
+
 /// The testing guide's examples, compiled and run as doctests.
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/testing.md")]
