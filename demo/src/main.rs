@@ -3,18 +3,30 @@
 //! Mounts one handler that shows every outcome, with `max_attempts(3)` and a dead
 //! letter, plus a handler on the dead letter; publishes a few orders and one payload
 //! that does not decode; prints what happened to each; stops when all are settled.
+//! Its command line is `ruststream::cli`'s: `run` (the default) and the dead-letter
+//! tools.
 //!
 //! ```text
 //! cargo run -p demo                      # on the in-memory broker
-//! cargo run -p demo -- redis://127.0.0.1:6379
-//! cargo run -p demo -- amqp://guest:guest@127.0.0.1:5673
+//! cargo run -p demo -- --broker redis://127.0.0.1:6379
+//! cargo run -p demo -- --broker amqp://guest:guest@127.0.0.1:5673
 //! RUSTSTREAM_BROKER_URL=redis://127.0.0.1:6379 cargo run -p demo
+//! cargo run -p demo -- --broker redis://127.0.0.1:6379 dead-letters list demo.orders.dead
+//! cargo run -p demo -- asyncapi --format yaml   # its AsyncAPI 3.0 document
+//! cargo run -p demo -- --help
 //! ```
+//!
+//! Two variables change its addresses and mounts, for trying the dead-letter tools
+//! (and for the tests): `DEMO_PREFIX` goes before both addresses (`DEMO_PREFIX=t1.`:
+//! `t1.demo.orders`), and `DEMO_KEEP_DEAD_LETTERS=1` leaves the dead-letter handler
+//! out, so that the dead letter stays at its address.
 
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
-use ruststream::core::{Message, Original, Plan};
+use ruststream::cli::Cli;
+use ruststream::core::{Broker, Message, Original, Plan};
 use ruststream::{
     App, Attempt, Mount, Outcome, PublishTarget, Settled, ack, drop, retry, retry_after,
 };
@@ -24,6 +36,25 @@ use tokio::sync::mpsc;
 
 const ORDERS: &str = "demo.orders";
 const DEAD: &str = "demo.orders.dead";
+
+/// The demo's addresses and whether its dead-letter handler is mounted.
+#[derive(Clone)]
+struct Setup {
+    orders: String,
+    dead: String,
+    keep_dead_letters: bool,
+}
+
+impl Setup {
+    fn from_env() -> Self {
+        let prefix = std::env::var("DEMO_PREFIX").unwrap_or_default();
+        Self {
+            orders: format!("{prefix}{ORDERS}"),
+            dead: format!("{prefix}{DEAD}"),
+            keep_dead_letters: std::env::var("DEMO_KEEP_DEAD_LETTERS").is_ok_and(|v| v == "1"),
+        }
+    }
+}
 
 /// An order of the demo.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
@@ -53,24 +84,6 @@ async fn dead_letters(order: Order) {
     println!("  dead letter: order {} ({}) gave up", order.id, order.kind);
 }
 
-/// The demo's mounts and what it publishes.
-fn service(app: App) -> App {
-    app.name("demo")
-        .mount(
-            Mount::new(ORDERS)
-                .payload::<Order>()
-                .max_attempts(3)
-                .dead_letter(DEAD),
-            orders,
-        )
-        .mount(Mount::new(DEAD).payload::<Order>(), dead_letters)
-        .publishes(
-            PublishTarget::new(ORDERS)
-                .payload::<Order>()
-                .description("The demo publishes its own orders."),
-        )
-}
-
 fn describe(plan: &Plan) -> String {
     let original = match plan.original {
         Original::Settle(s) => format!("{s:?}"),
@@ -91,22 +104,40 @@ async fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
         )
         .init();
-    // The broker by URL: the first argument, else RUSTSTREAM_BROKER_URL, else memory.
-    let url = std::env::args()
-        .nth(1)
-        .or_else(|| std::env::var("RUSTSTREAM_BROKER_URL").ok())
-        .unwrap_or_else(|| "memory://".to_owned());
-    let broker = match ruststream::connect(&url).await {
-        Ok(broker) => broker,
-        Err(error) => {
-            eprintln!("demo: {error}");
-            return ExitCode::FAILURE;
-        }
-    };
-    println!("demo on the {} broker", broker.name());
+    let setup = Setup::from_env();
+    let (tx, settled) = mpsc::unbounded_channel();
+    let built = setup.clone();
+    Cli::new(move |broker| app(broker, &built, tx))
+        .about("The ruststream demo: every outcome, a dead letter, and the tools to handle it.")
+        .version(env!("CARGO_PKG_VERSION"))
+        .run_with(move |app| run(app, setup, settled))
+        .main()
+        .await
+}
 
-    let (tx, mut settled) = mpsc::unbounded_channel();
-    let app = service(App::with_broker(broker))
+/// The demo's mounts and what it publishes (also what its AsyncAPI document shows).
+fn service(app: App, setup: &Setup) -> App {
+    let orders_mount = Mount::new(setup.orders.as_str())
+        .payload::<Order>()
+        .max_attempts(3)
+        .dead_letter(setup.dead.as_str());
+    let app = app.name("demo").mount(orders_mount, orders).publishes(
+        PublishTarget::new(setup.orders.as_str())
+            .payload::<Order>()
+            .description("The demo publishes its own orders."),
+    );
+    if setup.keep_dead_letters {
+        app
+    } else {
+        app.mount(
+            Mount::new(setup.dead.as_str()).payload::<Order>(),
+            dead_letters,
+        )
+    }
+}
+
+fn app(broker: Arc<dyn Broker>, setup: &Setup, tx: mpsc::UnboundedSender<String>) -> App {
+    service(App::with_broker(broker), setup)
         .after_settle(move |s: &Settled| {
             let _ = tx.send(format!(
                 "  settled: {} attempt {}: {:?} ({:?}) -> {}",
@@ -117,15 +148,17 @@ async fn main() -> ExitCode {
                 describe(s.plan()),
             ));
         })
-        .shutdown_timeout(Duration::from_secs(5));
+        .shutdown_timeout(Duration::from_secs(5))
+}
+
+async fn run(
+    app: App,
+    setup: Setup,
+    mut settled: mpsc::UnboundedReceiver<String>,
+) -> Result<(), String> {
+    println!("demo on the {} broker", app.broker().name());
     let publisher = app.publisher();
-    let running = match app.start().await {
-        Ok(running) => running,
-        Err(error) => {
-            eprintln!("demo: {error}");
-            return ExitCode::FAILURE;
-        }
-    };
+    let running = app.start().await.map_err(|e| e.to_string())?;
 
     let kinds = ["ok", "bad", "flaky", "slow", "doomed"];
     for (id, kind) in (1..).zip(kinds) {
@@ -133,17 +166,20 @@ async fn main() -> ExitCode {
             id,
             kind: kind.into(),
         };
-        if let Err(error) = publisher.publish(ORDERS, &order).await {
+        if let Err(error) = publisher.publish(setup.orders.as_str(), &order).await {
             eprintln!("demo: publish failed: {error}");
         }
     }
     let garbage = Message::new("this is not json");
-    if let Err(error) = publisher.publish_message(ORDERS, garbage).await {
+    if let Err(error) = publisher
+        .publish_message(setup.orders.as_str(), garbage)
+        .await
+    {
         eprintln!("demo: publish failed: {error}");
     }
 
     // ok 1 + bad 1 + flaky 2 + slow 2 + doomed 3 + its dead letter 1 + garbage 1.
-    let expected = 11;
+    let expected = if setup.keep_dead_letters { 10 } else { 11 };
     let mut seen = 0;
     while seen < expected {
         match tokio::time::timeout(Duration::from_secs(10), settled.recv()).await {
@@ -156,13 +192,11 @@ async fn main() -> ExitCode {
     }
     let result = running.stop().await;
     println!("demo: {seen} of {expected} settlements seen");
-    match result {
-        Ok(()) if seen == expected => ExitCode::SUCCESS,
-        Ok(()) => ExitCode::FAILURE,
-        Err(error) => {
-            eprintln!("demo: {error}");
-            ExitCode::FAILURE
-        }
+    result.map_err(|e| e.to_string())?;
+    if seen == expected {
+        Ok(())
+    } else {
+        Err(format!("only {seen} of {expected} settlements seen"))
     }
 }
 
@@ -178,7 +212,12 @@ mod tests {
     /// for `scripts/test` to validate against the AsyncAPI 3.0.0 schema and parser.
     #[test]
     fn asyncapi_document() {
-        let app = service(App::new(MemoryBroker::new()));
+        let setup = Setup {
+            orders: ORDERS.into(),
+            dead: DEAD.into(),
+            keep_dead_letters: false,
+        };
+        let app = service(App::new(MemoryBroker::new()), &setup);
         let info = AsyncApiInfo {
             version: env!("CARGO_PKG_VERSION").into(),
             server: Some("memory://".into()),

@@ -91,6 +91,15 @@
 //! request's timeout. RabbitMQ 4.0 has no dynamic receivers (a queue the broker names);
 //! the user needs the right to declare queues.
 //!
+//! # Browsing (the dead-letter tools)
+//!
+//! [`AmqpBroker`] offers [`ruststream_core::Inspect`] through `Broker::inspect` for queues
+//! on RabbitMQ 4: AMQP 1.0 has no browse for classic and quorum queues, so browsing
+//! receives with credit and settles with `released` (not counted as a delivery; a quorum
+//! queue, which puts released messages at its back, is received whole so its order stays
+//! as it was), and removing settles the messages asked for with `accepted`. Ids are
+//! digests of payload and headers. The message count comes from the management node.
+//!
 //! # Flow control
 //!
 //! Credit 256 by default ([`SubscribeOptions::credit`]). Each time half of it has been
@@ -184,6 +193,7 @@ mod connection;
 mod credit;
 mod error;
 mod facts;
+mod inspect;
 mod management;
 mod message;
 mod options;
@@ -191,9 +201,9 @@ mod pair;
 mod publisher;
 mod queue;
 mod receiver;
-mod sizes;
 mod replies;
 mod settings;
+mod sizes;
 #[cfg(feature = "tls")]
 mod tls;
 mod transport;
@@ -370,6 +380,10 @@ impl Broker for AmqpBroker {
                 subscription,
             })
         })
+    }
+
+    fn inspect(&self) -> Option<&dyn ruststream_core::Inspect> {
+        Some(self)
     }
 
     fn close(&self) -> BoxFuture<'_, ()> {

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use futures_core::Stream;
 
 use crate::{
-    Address, Capabilities, ConsumeError, Delivery, Message, PublishError, Setting, SubscribeError,
+    Address, Capabilities, ConsumeError, Delivery, Inspect, Message, PublishError, Setting,
+    SubscribeError,
 };
 
 /// A boxed, sendable future.
@@ -62,6 +63,12 @@ pub trait Broker: Send + Sync + 'static {
                 subscription,
             })
         })
+    }
+
+    /// Browsing and removing waiting messages (the dead-letter tools), where the broker
+    /// can; `None` by default.
+    fn inspect(&self) -> Option<&dyn Inspect> {
+        None
     }
 }
 

@@ -13,6 +13,7 @@ mod decision;
 mod delivery;
 mod error;
 mod headers;
+mod inspect;
 mod message;
 mod settings;
 mod settlement;
@@ -38,8 +39,9 @@ pub use error::{AckError, ConsumeError, PublishError, PublishErrorKind, Subscrib
 pub use headers::{
     CONTENT_TYPE, CORRELATION_ID, DEAD_LETTER_AT, DEAD_LETTER_ATTEMPT, DEAD_LETTER_ERROR,
     DEAD_LETTER_FROM, DEAD_LETTER_REASON, DEAD_LETTER_SERVICE, HeaderName, HeaderValue, Headers,
-    MESSAGE_ID, REPLY_TO, RETRY_COUNT,
+    MESSAGE_ID, REPLAYED_AT, REPLY_TO, RETRY_COUNT,
 };
+pub use inspect::{Inspect, InspectError, Waiting};
 pub use message::{Address, Message};
 pub use settings::{Setting, split_query};
 pub use settlement::{Acker, Settlement, Settling, Tag};

@@ -213,7 +213,11 @@ impl RedisBroker {
         .await
     }
 
-    fn keys(&self, address: &str) -> Keys {
+    pub(crate) fn pool(&self) -> &Pool {
+        &self.inner.pool
+    }
+
+    pub(crate) fn keys(&self, address: &str) -> Keys {
         Keys::new(&self.inner.publisher.prefix, address)
     }
 
@@ -507,6 +511,10 @@ impl Broker for RedisBroker {
                 subscription,
             })
         })
+    }
+
+    fn inspect(&self) -> Option<&dyn ruststream_core::Inspect> {
+        Some(self)
     }
 
     fn close(&self) -> BoxFuture<'_, ()> {

@@ -139,6 +139,14 @@
 //! kind marker tells servers in other processes to push to a list. The list's kind
 //! marker stays after the client is gone (a few bytes per client).
 //!
+//! # Browsing (the dead-letter tools)
+//!
+//! [`RedisBroker`] offers [`ruststream_core::Inspect`] through `Broker::inspect`: a
+//! stream is browsed with `XRANGE` (ids are entry ids; removing is `XDEL`), a list with a
+//! Lua script reading its oldest elements (ids are 16 hex digits of each element's
+//! SHA-1; removing is a Lua script that `LREM`s exactly one element per id). A key of
+//! another type, a channel or a pattern cannot be browsed.
+//!
 //! # Wire format (compatible with ruststream 0.7)
 //!
 //! * **Stream entry**: the body in field `_payload`, each header in a field `h:<name>`;
@@ -233,6 +241,7 @@ mod failure;
 mod form;
 mod frame;
 mod inflight;
+mod inspect;
 mod keys;
 mod options;
 mod publisher;

@@ -109,6 +109,11 @@ impl App {
         }
     }
 
+    /// The broker the service runs on.
+    pub fn broker(&self) -> &Arc<dyn Broker> {
+        &self.broker
+    }
+
     /// The service's name (default: the executable's file name), on its logs and on the
     /// dead letters it publishes (`x-ruststream-dead-letter-service`).
     pub fn name(mut self, name: impl Into<String>) -> Self {

@@ -31,6 +31,8 @@
 mod app;
 #[cfg(feature = "asyncapi")]
 pub mod asyncapi;
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod codec;
 mod connect;
 mod dispatch;
@@ -91,6 +93,11 @@ pub struct SettlementGuide;
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/running.md")]
 pub struct RunningGuide;
+
+/// The command line guide's examples, compiled as doctests (feature `cli`).
+#[cfg(all(doctest, feature = "cli"))]
+#[doc = include_str!("../../../docs/cli.md")]
+pub struct CliGuide;
 
 /// The testing guide's examples, compiled and run as doctests.
 #[cfg(doctest)]

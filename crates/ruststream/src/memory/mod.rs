@@ -17,6 +17,7 @@
 //! # }
 //! ```
 
+mod inspect;
 mod queue;
 mod stream;
 
@@ -263,6 +264,10 @@ impl Broker for MemoryBroker {
 
     fn facts(&self, _: &SubscribeSpec) -> Option<Capabilities> {
         Some(self.inner.capabilities)
+    }
+
+    fn inspect(&self) -> Option<&dyn ruststream_core::Inspect> {
+        Some(self)
     }
 
     fn close(&self) -> BoxFuture<'_, ()> {
