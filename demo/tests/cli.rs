@@ -388,3 +388,46 @@ fn errors_name_the_fix() {
         run.stdout
     );
 }
+
+/// `asyncapi` prints the service's document (JSON by default) or writes it where
+/// `--out` says, in YAML with `--format yaml`; a format it does not know is refused. (The
+/// documents' validity against the AsyncAPI 3.0 schema and parser is checked by
+/// `scripts/test`, on the demo's own test output.)
+#[test]
+fn asyncapi_prints_the_document() {
+    let p = unique_prefix("asyncapi");
+    let json = demo("memory://", &p, &["asyncapi"]).expect_ok("asyncapi");
+    let document: serde_json::Value =
+        serde_json::from_str(&json.stdout).expect("the document is JSON on stdout");
+    assert_eq!(document["asyncapi"], "3.0.0");
+    assert_eq!(document["info"]["title"], "demo");
+    let orders = format!("{p}demo.orders");
+    let addresses: Vec<&str> = document["channels"]
+        .as_object()
+        .expect("channels")
+        .values()
+        .filter_map(|c| c["address"].as_str())
+        .collect();
+    assert!(addresses.contains(&orders.as_str()), "{addresses:?}");
+
+    let out = std::env::temp_dir().join(format!("{p}asyncapi.yaml"));
+    let bad = demo("memory://", &p, &["asyncapi", "--format", "xml"]);
+    assert!(!bad.ok);
+    assert!(bad.stderr.contains("json or yaml"), "{}", bad.stderr);
+    let yaml = demo(
+        "memory://",
+        &p,
+        &[
+            "asyncapi",
+            "--format",
+            "yaml",
+            "--out",
+            out.to_str().expect("path"),
+        ],
+    )
+    .expect_ok("asyncapi --out");
+    assert!(yaml.stdout.is_empty(), "{}", yaml.stdout);
+    let text = std::fs::read_to_string(&out).expect("written");
+    assert!(text.starts_with("\"asyncapi\": \"3.0.0\""), "{text}");
+    let _ = std::fs::remove_file(&out);
+}
