@@ -3,32 +3,70 @@
 //! Mounts one handler that shows every outcome, with `max_attempts(3)` and a dead
 //! letter, plus a handler on the dead letter; publishes a few orders and one payload
 //! that does not decode; prints what happened to each; stops when all are settled.
+//! Its command line is `ruststream::cli`'s: `run` (the default) and the dead-letter
+//! tools.
 //!
 //! ```text
 //! cargo run -p demo                      # on the in-memory broker
-//! cargo run -p demo -- redis://127.0.0.1:6379
-//! cargo run -p demo -- amqp://guest:guest@127.0.0.1:5673
+//! cargo run -p demo -- --broker redis://127.0.0.1:6379
+//! cargo run -p demo -- --broker amqp://guest:guest@127.0.0.1:5673
 //! RUSTSTREAM_BROKER_URL=redis://127.0.0.1:6379 cargo run -p demo
+//! cargo run -p demo -- --broker redis://127.0.0.1:6379 dead-letters list demo.orders.dead
+//! cargo run -p demo -- asyncapi --format yaml   # its AsyncAPI 3.0 document
+//! cargo run -p demo -- --help
 //! RUSTSTREAM_HTTP_PORT=9090 cargo run -p demo   # also serves /metrics, /ready, /health
 //! ```
 //!
 //! Given a port (`RUSTSTREAM_HTTP_PORT`), the demo serves its metrics and readiness on
 //! 127.0.0.1 and runs on after the settlements until Ctrl-C.
+//!
+//! Two variables change its addresses and mounts, for trying the dead-letter tools
+//! (and for the tests): `DEMO_PREFIX` goes before both addresses (`DEMO_PREFIX=t1.`:
+//! `t1.demo.orders`), and `DEMO_KEEP_DEAD_LETTERS=1` leaves the dead-letter handler
+//! out, so that the dead letter stays at its address.
 
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
-use ruststream::core::{Message, Original, Plan};
-use ruststream::{App, Attempt, Mount, Outcome, Settled, ack, drop, retry, retry_after};
+use ruststream::cli::Cli;
+use ruststream::core::{Broker, Message, Original, Plan};
+use ruststream::{
+    App, Attempt, Mount, Outcome, PublishTarget, Settled, ack, drop, retry, retry_after,
+};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
 const ORDERS: &str = "demo.orders";
 const DEAD: &str = "demo.orders.dead";
 
-#[derive(Debug, Serialize, Deserialize)]
+/// The demo's addresses and whether its dead-letter handler is mounted.
+#[derive(Clone)]
+struct Setup {
+    orders: String,
+    dead: String,
+    keep_dead_letters: bool,
+}
+
+impl Setup {
+    fn from_env() -> Self {
+        let prefix = std::env::var("DEMO_PREFIX").unwrap_or_default();
+        Self {
+            orders: format!("{prefix}{ORDERS}"),
+            dead: format!("{prefix}{DEAD}"),
+            keep_dead_letters: std::env::var("DEMO_KEEP_DEAD_LETTERS").is_ok_and(|v| v == "1"),
+        }
+    }
+}
+
+/// An order of the demo.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 struct Order {
+    /// The order's number.
     id: u32,
+    /// What the handler does with it: `ok`, `bad` (dropped), `flaky` and `slow` (retried
+    /// once), `doomed` (retried until the dead letter).
     kind: String,
 }
 
@@ -70,24 +108,40 @@ async fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
         )
         .init();
-    // The broker by URL: the first argument, else RUSTSTREAM_BROKER_URL, else memory.
-    let url = std::env::args()
-        .nth(1)
-        .or_else(|| std::env::var("RUSTSTREAM_BROKER_URL").ok())
-        .unwrap_or_else(|| "memory://".to_owned());
-    let broker = match ruststream::connect(&url).await {
-        Ok(broker) => broker,
-        Err(error) => {
-            eprintln!("demo: {error}");
-            return ExitCode::FAILURE;
-        }
-    };
-    println!("demo on the {} broker", broker.name());
+    let setup = Setup::from_env();
+    let (tx, settled) = mpsc::unbounded_channel();
+    let built = setup.clone();
+    Cli::new(move |broker| app(broker, &built, tx))
+        .about("The ruststream demo: every outcome, a dead letter, and the tools to handle it.")
+        .version(env!("CARGO_PKG_VERSION"))
+        .run_with(move |app| run(app, setup, settled))
+        .main()
+        .await
+}
 
-    let (tx, mut settled) = mpsc::unbounded_channel();
-    let app = App::with_broker(broker)
-        .mount(Mount::new(ORDERS).max_attempts(3).dead_letter(DEAD), orders)
-        .mount(DEAD, dead_letters)
+/// The demo's mounts and what it publishes (also what its AsyncAPI document shows).
+fn service(app: App, setup: &Setup) -> App {
+    let orders_mount = Mount::new(setup.orders.as_str())
+        .payload::<Order>()
+        .max_attempts(3)
+        .dead_letter(setup.dead.as_str());
+    let app = app.name("demo").mount(orders_mount, orders).publishes(
+        PublishTarget::new(setup.orders.as_str())
+            .payload::<Order>()
+            .description("The demo publishes its own orders."),
+    );
+    if setup.keep_dead_letters {
+        app
+    } else {
+        app.mount(
+            Mount::new(setup.dead.as_str()).payload::<Order>(),
+            dead_letters,
+        )
+    }
+}
+
+fn app(broker: Arc<dyn Broker>, setup: &Setup, tx: mpsc::UnboundedSender<String>) -> App {
+    service(App::with_broker(broker), setup)
         .after_settle(move |s: &Settled| {
             let _ = tx.send(format!(
                 "  settled: {} attempt {}: {:?} ({:?}) -> {}",
@@ -98,26 +152,28 @@ async fn main() -> ExitCode {
                 describe(s.plan()),
             ));
         })
-        .shutdown_timeout(Duration::from_secs(5));
-    let port = std::env::var("RUSTSTREAM_HTTP_PORT").ok();
-    let app = match port.as_deref().map(str::parse::<u16>) {
+        .shutdown_timeout(Duration::from_secs(5))
+}
+
+async fn run(
+    app: App,
+    setup: Setup,
+    mut settled: mpsc::UnboundedReceiver<String>,
+) -> Result<(), String> {
+    println!("demo on the {} broker", app.broker().name());
+    let app = match std::env::var("RUSTSTREAM_HTTP_PORT")
+        .ok()
+        .as_deref()
+        .map(str::parse::<u16>)
+    {
         None => app,
         Some(Ok(port)) => app
             .metrics(&ruststream::observe::Metrics::new())
             .http(std::net::SocketAddr::from(([127, 0, 0, 1], port))),
-        Some(Err(error)) => {
-            eprintln!("demo: RUSTSTREAM_HTTP_PORT: {error}");
-            return ExitCode::FAILURE;
-        }
+        Some(Err(error)) => return Err(format!("RUSTSTREAM_HTTP_PORT: {error}")),
     };
     let publisher = app.publisher();
-    let running = match app.start().await {
-        Ok(running) => running,
-        Err(error) => {
-            eprintln!("demo: {error}");
-            return ExitCode::FAILURE;
-        }
-    };
+    let running = app.start().await.map_err(|e| e.to_string())?;
 
     let kinds = ["ok", "bad", "flaky", "slow", "doomed"];
     for (id, kind) in (1..).zip(kinds) {
@@ -125,17 +181,20 @@ async fn main() -> ExitCode {
             id,
             kind: kind.into(),
         };
-        if let Err(error) = publisher.publish(ORDERS, &order).await {
+        if let Err(error) = publisher.publish(setup.orders.as_str(), &order).await {
             eprintln!("demo: publish failed: {error}");
         }
     }
     let garbage = Message::new("this is not json");
-    if let Err(error) = publisher.publish_message(ORDERS, garbage).await {
+    if let Err(error) = publisher
+        .publish_message(setup.orders.as_str(), garbage)
+        .await
+    {
         eprintln!("demo: publish failed: {error}");
     }
 
     // ok 1 + bad 1 + flaky 2 + slow 2 + doomed 3 + its dead letter 1 + garbage 1.
-    let expected = 11;
+    let expected = if setup.keep_dead_letters { 10 } else { 11 };
     let mut seen = 0;
     while seen < expected {
         match tokio::time::timeout(Duration::from_secs(10), settled.recv()).await {
@@ -150,14 +209,69 @@ async fn main() -> ExitCode {
         println!("demo: serving http://{addr}/metrics, /ready, /health; Ctrl-C to stop");
         let _ = tokio::signal::ctrl_c().await;
     }
+    if let Some(addr) = running.http_addr() {
+        println!("demo: serving http://{addr}/metrics, /ready, /health; Ctrl-C to stop");
+        let _ = tokio::signal::ctrl_c().await;
+    }
     let result = running.stop().await;
     println!("demo: {seen} of {expected} settlements seen");
-    match result {
-        Ok(()) if seen == expected => ExitCode::SUCCESS,
-        Ok(()) => ExitCode::FAILURE,
-        Err(error) => {
-            eprintln!("demo: {error}");
-            ExitCode::FAILURE
+    result.map_err(|e| e.to_string())?;
+    if seen == expected {
+        Ok(())
+    } else {
+        Err(format!("only {seen} of {expected} settlements seen"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ruststream::asyncapi::{AsyncApiInfo, Format};
+    use ruststream::memory::MemoryBroker;
+
+    use super::*;
+
+    /// The demo's AsyncAPI document, written (JSON and YAML) to
+    /// `$RUSTSTREAM_ASYNCAPI_OUT` (default: `asyncapi/` in Cargo's temporary directory)
+    /// for `scripts/test` to validate against the AsyncAPI 3.0.0 schema and parser.
+    #[test]
+    fn asyncapi_document() {
+        let setup = Setup {
+            orders: ORDERS.into(),
+            dead: DEAD.into(),
+            keep_dead_letters: false,
+        };
+        let app = service(App::new(MemoryBroker::new()), &setup);
+        let info = AsyncApiInfo {
+            version: env!("CARGO_PKG_VERSION").into(),
+            server: Some("memory://".into()),
+            ..AsyncApiInfo::default()
+        };
+        let document = app.asyncapi(&info).expect("document");
+        assert_eq!(document["info"]["title"], "demo");
+        let addresses: Vec<&str> = document["channels"]
+            .as_object()
+            .expect("channels")
+            .values()
+            .filter_map(|c| c["address"].as_str())
+            .collect();
+        assert_eq!(addresses, [ORDERS, DEAD]);
+        let receive = &document["operations"]["receive.demo.orders"];
+        assert_eq!(
+            receive["x-ruststream-declaration"],
+            serde_json::json!({"maxAttempts": 3, "deadLetter": DEAD, "retryTo": ORDERS})
+        );
+        assert_eq!(
+            document["components"]["schemas"]["Order"]["required"],
+            serde_json::json!(["id", "kind"])
+        );
+
+        let dir = std::env::var_os("RUSTSTREAM_ASYNCAPI_OUT")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| std::env::temp_dir().join("ruststream-asyncapi"));
+        std::fs::create_dir_all(&dir).expect("output directory");
+        for (format, extension) in [(Format::Json, "json"), (Format::Yaml, "yaml")] {
+            let text = app.asyncapi_string(&info, format).expect("document");
+            std::fs::write(dir.join(format!("demo.{extension}")), text).expect("write");
         }
     }
 }

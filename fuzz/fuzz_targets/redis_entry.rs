@@ -6,6 +6,7 @@
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
 use ruststream_core::{HeaderValue, Headers, Message};
+use ruststream_redis::STREAM_FIELDS;
 use ruststream_redis::__fuzz::{entry_decode, entry_fields, frame_decode, frame_encode};
 
 /// Cuts the fuzzer's bytes into short pieces.
@@ -45,8 +46,10 @@ fn frame_any(data: &[u8]) {
 }
 
 /// Any field-value pairs as a stream entry: the last `_payload`, the `h:` fields with a
-/// UTF-8 name in order, the rest ignored; a defect when there is no `_payload` or a
-/// header name is not UTF-8.
+/// UTF-8 name in order, the rest in one `x-ruststream-stream-fields` header; a defect
+/// when there is no `_payload` or a header name is not UTF-8. Written again (a copy, a
+/// dead letter), it has every field it had, with `_payload` (empty when it had none)
+/// first.
 fn entry_any(data: &[u8]) {
     let mut input = Input(data);
     let mut pairs = Vec::new();
@@ -62,17 +65,43 @@ fn entry_any(data: &[u8]) {
     let mut payload = None;
     let mut headers = Vec::new();
     let mut bad_name = false;
+    let mut header_fields = Vec::new();
+    let mut other = Vec::new();
     for (field, value) in &pairs {
         if field.as_ref() == b"_payload" {
             payload = Some(value.clone());
-        } else if let Some(name) = field.strip_prefix(b"h:") {
+            continue;
+        }
+        if let Some(name) = field.strip_prefix(b"h:") {
             match std::str::from_utf8(name) {
-                Ok(name) => headers.push((name.to_owned(), value.to_vec())),
+                Ok(name) => {
+                    headers.push((name.to_owned(), value.to_vec()));
+                    header_fields.push((field.clone(), value.clone()));
+                    continue;
+                }
                 Err(_) => bad_name = true,
             }
         }
+        other.push((field.clone(), value.clone()));
+    }
+    if !other.is_empty() {
+        let mut packed = Vec::new();
+        for (field, value) in &other {
+            for bytes in [field, value] {
+                packed.extend_from_slice(&(bytes.len() as u32).to_be_bytes());
+                packed.extend_from_slice(bytes);
+            }
+        }
+        headers.push((STREAM_FIELDS.to_owned(), packed));
     }
     let (message, defect) = entry_decode(pairs);
+    let mut written = vec![(
+        Bytes::from_static(b"_payload"),
+        payload.clone().unwrap_or_default(),
+    )];
+    written.extend(header_fields);
+    written.extend(other);
+    assert_eq!(entry_fields(&message), written, "written again");
     assert_eq!(
         defect.is_some(),
         payload.is_none() || bad_name,
@@ -89,6 +118,9 @@ fn round_trip(data: &[u8]) {
     let mut headers = Headers::new();
     while let (Some(name), Some(value)) = (input.chunk(), input.chunk()) {
         let name = String::from_utf8_lossy(name).into_owned();
+        if name == STREAM_FIELDS {
+            continue; // unpacked into fields when written, by design
+        }
         headers.append(name, HeaderValue::from(value.to_vec()));
     }
     let message = Message { payload, headers };

@@ -89,3 +89,9 @@ impl AsyncRead for Chunks<'_> {
         Poll::Ready(Ok(()))
     }
 }
+
+/// The size check the transport runs on a message's bytes before fe2o3-amqp decodes
+/// them: `Err` with the reason when a value claims more than there is.
+pub fn check_sizes(bytes: &[u8]) -> Result<(), String> {
+    crate::sizes::check(bytes).map_err(|e| e.to_string())
+}

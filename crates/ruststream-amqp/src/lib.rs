@@ -68,6 +68,38 @@
 //! spec.options.insert(SubscribeOptions::new().declare(QueueType::Quorum));
 //! ```
 //!
+//! # Settings from configuration
+//!
+//! A subscription's options can also come from configuration, as text: the broker
+//! URL's query (`amqp://user:pass@host:5672/?declare=quorum&credit=64`: every
+//! subscription of the broker) and the mount's settings (the runtime's per-mount table,
+//! `RUSTSTREAM_MOUNT__<ADDRESS>__<KEY>`), read in that order (a later key wins). Typed
+//! [`SubscribeOptions`] on the mount win over every key; a typed [`Settle`] over
+//! `settle`. The keys: `credit` (a whole number, at least 1), `settle` (`at_least_once`,
+//! `at_most_once`), `declare` (`classic`, `quorum`, `stream`), `counts` and
+//! `dead_letters` (`true`, `false`). A key not among them or a value that does not read
+//! is an error naming the setting and where it came from: at [`AmqpBroker::connect`]
+//! for the URL ([`ConnectError::BadUrl`]), at subscribe for a mount's
+//! (`SubscribeError::BadOption`).
+//!
+//! # Requests
+//!
+//! A request client's replies ([`Broker::replies`])
+//! come on a classic queue named after the client's reply address, made through the
+//! management node with `x-expires` of 10 minutes (RabbitMQ deletes it once nobody has
+//! read it that long) and read at most once: a reply lost with a connection is the
+//! request's timeout. RabbitMQ 4.0 has no dynamic receivers (a queue the broker names);
+//! the user needs the right to declare queues.
+//!
+//! # Browsing (the dead-letter tools)
+//!
+//! [`AmqpBroker`] offers [`ruststream_core::Inspect`] through `Broker::inspect` for queues
+//! on RabbitMQ 4: AMQP 1.0 has no browse for classic and quorum queues, so browsing
+//! receives with credit and settles with `released` (not counted as a delivery; a quorum
+//! queue, which puts released messages at its back, is received whole so its order stays
+//! as it was), and removing settles the messages asked for with `accepted`. Ids are
+//! digests of payload and headers. The message count comes from the management node.
+//!
 //! # Flow control
 //!
 //! Credit 256 by default ([`SubscribeOptions::credit`]). Each time half of it has been
@@ -161,6 +193,7 @@ mod connection;
 mod credit;
 mod error;
 mod facts;
+mod inspect;
 mod management;
 mod message;
 mod options;
@@ -168,6 +201,9 @@ mod pair;
 mod publisher;
 mod queue;
 mod receiver;
+mod replies;
+mod settings;
+mod sizes;
 #[cfg(feature = "tls")]
 mod tls;
 mod transport;
@@ -181,7 +217,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ruststream_core::{
-    BoxFuture, Broker, Capabilities, Publish, SubscribeError, SubscribeSpec, Subscription,
+    Address, BoxFuture, Broker, Capabilities, Publish, Replies, Setting, SubscribeError,
+    SubscribeSpec, Subscription, split_query,
 };
 
 pub use address::amqp_address;
@@ -203,6 +240,8 @@ pub struct AmqpBroker {
     connector: Arc<Connector>,
     publisher: Arc<AmqpPublisher>,
     tasks: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// Subscription settings from the URL's query, under every mount's own.
+    url_settings: Vec<Setting>,
 }
 
 impl AmqpBroker {
@@ -213,12 +252,20 @@ impl AmqpBroker {
 
     /// Connects with `options`.
     pub async fn connect_with(url: &str, options: ConnectOptions) -> Result<Self, ConnectError> {
-        let url = url::BrokerUrl::parse(url)?;
+        let (url, url_settings) = split_query(url, |_| false);
+        settings::options(&ruststream_core::Options::default(), &url_settings).map_err(
+            |e| match e {
+                SubscribeError::BadOption(why) => ConnectError::BadUrl(why),
+                other => ConnectError::BadUrl(other.to_string()),
+            },
+        )?;
+        let url = url::BrokerUrl::parse(&url)?;
         let connector = Arc::new(Connector::connect(url, options).await?);
         Ok(Self {
             publisher: Arc::new(AmqpPublisher::new(connector.clone())),
             connector,
             tasks: std::sync::Mutex::new(Vec::new()),
+            url_settings,
         })
     }
 
@@ -236,15 +283,7 @@ impl AmqpBroker {
         if self.connector.is_closed() {
             return Err(SubscribeError::Closed);
         }
-        let options = spec
-            .options
-            .get::<SubscribeOptions>()
-            .copied()
-            .unwrap_or_default();
-        let options = match spec.options.get::<Settle>() {
-            Some(settle) => options.settle(*settle),
-            None => options,
-        };
+        let options = settings::options(&spec.options, &self.url_settings)?;
         let source = amqp_address(spec.address.as_str());
         let at_least_once = options.settle == Settle::AtLeastOnce;
         // At most once nothing is counted or redelivered: only a declaration asks.
@@ -318,6 +357,33 @@ impl Broker for AmqpBroker {
 
     fn publisher(&self) -> Arc<dyn Publish> {
         self.publisher.clone()
+    }
+
+    /// A classic queue named after `address`, made through the management node with
+    /// `x-expires` of 10 minutes (RabbitMQ deletes it once nobody has read it for that
+    /// long), read at most once: a reply lost with a connection is a request's timeout.
+    fn replies(&self, address: Address) -> BoxFuture<'_, Result<Replies, SubscribeError>> {
+        Box::pin(async move {
+            if self.connector.is_closed() {
+                return Err(SubscribeError::Closed);
+            }
+            replies::declare(&self.connector, address.as_str()).await?;
+            let mut spec = SubscribeSpec::new(address.clone());
+            spec.options.insert(
+                SubscribeOptions::new()
+                    .credit(DEFAULT_CREDIT)
+                    .settle(Settle::AtMostOnce),
+            );
+            let subscription = self.open_subscription(spec).await?;
+            Ok(Replies {
+                address,
+                subscription,
+            })
+        })
+    }
+
+    fn inspect(&self) -> Option<&dyn ruststream_core::Inspect> {
+        Some(self)
     }
 
     fn close(&self) -> BoxFuture<'_, ()> {

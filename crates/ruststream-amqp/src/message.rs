@@ -12,8 +12,11 @@
 //! On read, several `data` sections are joined, an `amqp-value` string or binary is taken
 //! as the payload, and a message without a body section has an empty payload. Other
 //! bodies (an `amqp-sequence`, an `amqp-value` of another type) and application
-//! properties that have no text form (lists, maps, described values) make the delivery
-//! defective: the runtime's decode-failure policy applies to it.
+//! properties that have no text form (null, decimals, described values) make the
+//! delivery defective: the runtime's decode-failure policy applies to it. Nothing of
+//! them is dropped: the payload of such a body is its sections in their AMQP encoding
+//! (descriptor included), and such a property's value is its AMQP encoding, so a dead
+//! letter keeps them.
 
 use bytes::{Bytes, BytesMut};
 use fe2o3_amqp_types::messaging::{
@@ -115,10 +118,11 @@ pub(crate) fn decode(message: AmqpMessage<Body<Value>>) -> Decoded {
         for (name, value) in map {
             match simple_text(value) {
                 Ok(v) => headers.push((HeaderName::from(name), v)),
-                Err(kind) => {
+                Err((kind, encoded)) => {
                     defect.get_or_insert_with(|| {
                         format!("application property {name:?} is {kind}, not text")
                     });
+                    headers.push((HeaderName::from(name), encoded));
                 }
             }
         }
@@ -143,11 +147,15 @@ pub(crate) fn decode(message: AmqpMessage<Body<Value>>) -> Decoded {
         Body::Value(AmqpValue(Value::Null)) | Body::Empty => Bytes::new(),
         Body::Value(AmqpValue(other)) => {
             defect.get_or_insert_with(|| format!("amqp-value body of type {}", value_kind(&other)));
-            Bytes::new()
+            encoded(&AmqpValue(other))
         }
-        Body::Sequence(_) => {
+        Body::Sequence(sections) => {
             defect.get_or_insert_with(|| "amqp-sequence body".to_owned());
-            Bytes::new()
+            let mut all = BytesMut::new();
+            for section in sections {
+                all.extend_from_slice(&encoded(&section));
+            }
+            all.freeze()
         }
     };
     Decoded {
@@ -182,8 +190,18 @@ fn uuid_text(b: &[u8]) -> String {
     )
 }
 
-/// A header value for an application property; `Err` names a type without a text form.
-fn simple_text(value: SimpleValue) -> Result<HeaderValue, &'static str> {
+/// The AMQP encoding of `value` (what fe2o3-amqp decoded, written again).
+fn encoded<T: serde::Serialize>(value: &T) -> Bytes {
+    // Serializing a decoded value cannot fail; an empty payload if it ever did.
+    serde_amqp::to_vec(value)
+        .map(Bytes::from)
+        .unwrap_or_default()
+}
+
+/// A header value for an application property; `Err` names a type without a text form,
+/// with the value's AMQP encoding.
+fn simple_text(value: SimpleValue) -> Result<HeaderValue, (&'static str, HeaderValue)> {
+    let no_text = |kind, value: &SimpleValue| Err((kind, HeaderValue::from(encoded(value))));
     Ok(HeaderValue::from(match value {
         SimpleValue::String(s) => return Ok(HeaderValue::from(s)),
         SimpleValue::Binary(b) => return Ok(HeaderValue::from(b.into_vec())),
@@ -202,12 +220,12 @@ fn simple_text(value: SimpleValue) -> Result<HeaderValue, &'static str> {
         SimpleValue::Char(c) => c.to_string(),
         SimpleValue::Timestamp(t) => t.milliseconds().to_string(),
         SimpleValue::Uuid(u) => uuid_text(u.as_ref()),
-        SimpleValue::Null => return Err("null"),
+        SimpleValue::Null => return no_text("null", &value),
         SimpleValue::Decimal32(_) | SimpleValue::Decimal64(_) | SimpleValue::Decimal128(_) => {
-            return Err("a decimal");
+            return no_text("a decimal", &value);
         }
         #[allow(unreachable_patterns)]
-        _ => return Err("a described value"),
+        _ => return no_text("a described value", &value),
     }))
 }
 
@@ -312,8 +330,22 @@ mod tests {
     fn odd_bodies_and_properties_are_defects() {
         let v = decode(with_body(Body::Value(AmqpValue(Value::Int(7)))));
         assert_eq!(v.defect.as_deref(), Some("amqp-value body of type integer"));
-        let seq = Body::Sequence(Batch::new(vec![AmqpSequence(vec![Value::Int(1)])]));
-        assert!(decode(with_body(seq)).defect.is_some());
+        // The body's section as it arrived: amqp-value, int 7.
+        assert_eq!(&v.payload[..], &[0x00, 0x53, 0x77, 0x54, 0x07]);
+        let seq = Body::Sequence(Batch::new(vec![
+            AmqpSequence(vec![Value::Int(1)]),
+            AmqpSequence(vec![Value::Int(2)]),
+        ]));
+        let d = decode(with_body(seq));
+        assert!(d.defect.is_some());
+        // Two amqp-sequence sections, each a list of one int.
+        assert_eq!(
+            &d.payload[..],
+            &[
+                0x00, 0x53, 0x76, 0xc0, 0x03, 0x01, 0x54, 0x01, 0x00, 0x53, 0x76, 0xc0, 0x03, 0x01,
+                0x54, 0x02
+            ]
+        );
 
         let mut m = with_body(Body::Empty);
         let mut app = OrderedMap::new();
@@ -322,6 +354,7 @@ mod tests {
         m.application_properties = Some(ApplicationProperties(app));
         let d = decode(m);
         assert_eq!(d.headers.get_str("n"), Some("-3"));
+        assert_eq!(d.headers.get("z").map(|v| v.as_bytes()), Some(&[0x40][..]));
         assert!(d.defect.unwrap().contains("\"z\""));
     }
 }

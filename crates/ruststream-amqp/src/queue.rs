@@ -255,7 +255,7 @@ pub(crate) fn check(
     }
 }
 
-fn get<'a>(map: &'a OrderedMap<Value, Value>, key: &str) -> Option<&'a Value> {
+pub(crate) fn get<'a>(map: &'a OrderedMap<Value, Value>, key: &str) -> Option<&'a Value> {
     map.iter().find_map(|(k, v)| match k {
         Value::String(s) if s == key => Some(v),
         Value::Symbol(s) if s.0 == key => Some(v),
@@ -271,7 +271,7 @@ fn text(v: &Value) -> Option<String> {
     }
 }
 
-fn integer(v: &Value) -> Option<i64> {
+pub(crate) fn integer(v: &Value) -> Option<i64> {
     match v {
         Value::Long(n) => Some(*n),
         Value::Int(n) => Some(i64::from(*n)),

@@ -6,9 +6,10 @@
 //! and those that are queued together go out as ranged dispositions, one per outcome;
 //! once fe2o3's session has taken a disposition, the settlements' waiters are told
 //! (dropped untold, they hear `AckError::Disconnected`). Released (abandoned) deliveries
-//! count as settled for the credit window. When the link or the connection is lost, the task re-attaches (reconnecting with
-//! back-off) and the stream goes on; deliveries of the lost link come back from the
-//! broker, and settling one of them fails with `AckError::Disconnected`.
+//! count as settled for the credit window. When the link or the connection is lost, the
+//! task re-attaches (reconnecting with back-off) and the stream goes on; deliveries of
+//! the lost link come back from the broker: settling one already taken fails with
+//! `AckError::Disconnected`, and those not yet taken from the stream are skipped.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -41,6 +42,9 @@ const SETTLE_BATCH: usize = 1024;
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 
 type Item = Result<Delivery, ConsumeError>;
+
+/// An item with the attachment it came on.
+type Sent = (u64, Item);
 
 /// What a subscription needs to (re)attach its link.
 #[derive(Debug, Clone)]
@@ -91,9 +95,11 @@ pub(crate) async fn subscribe(
         link,
         attached: attached.clone(),
     };
+    let task_link = task.link.clone();
     let handle = tokio::spawn(task.run(session, receiver));
     let stream = DeliveryStream {
         deliveries,
+        link: (spec.settle == Settle::AtLeastOnce).then(|| task_link.clone()),
         taken: (spec.settle == Settle::AtMostOnce).then(|| TakenCounter {
             commands: commands_tx,
             pending: 0,
@@ -160,7 +166,7 @@ struct LinkTask {
     spec: LinkSpec,
     credit: Credit,
     commands: mpsc::UnboundedReceiver<Command>,
-    out: mpsc::UnboundedSender<Item>,
+    out: mpsc::UnboundedSender<Sent>,
     acker: Arc<AmqpAcker>,
     /// The current attachment; bumped when the link is lost.
     link: Arc<AtomicU64>,
@@ -183,10 +189,13 @@ impl LinkTask {
                     self.link.fetch_add(1, Ordering::AcqRel);
                     self.attached.detach();
                     tracing::warn!(address = %self.spec.address, link = %self.name, %reason, "amqp: link lost; re-attaching");
-                    let _ = self.out.send(Err(ConsumeError(format!(
-                        "link to {} lost ({reason}); re-attaching",
-                        self.spec.source
-                    ))));
+                    let _ = self.out.send((
+                        u64::MAX,
+                        Err(ConsumeError(format!(
+                            "link to {} lost ({reason}); re-attaching",
+                            self.spec.source
+                        ))),
+                    ));
                     drop(receiver);
                     let _ = tokio::time::timeout(Duration::from_secs(1), session.end()).await;
                     match self.reattach().await {
@@ -280,7 +289,11 @@ impl LinkTask {
                 self.credit.on_received();
                 let (info, message) = delivery.into_parts();
                 let d = self.delivery(info, Some(message), None);
-                if self.out.send(Ok(d)).is_err() {
+                if self
+                    .out
+                    .send((self.link.load(Ordering::Acquire), Ok(d)))
+                    .is_err()
+                {
                     return Err(Stop::Abandoned);
                 }
             }
@@ -289,7 +302,11 @@ impl LinkTask {
                 self.credit.on_received();
                 let reason = format!("undecodable amqp message: {}", e.source);
                 let d = self.delivery(e.info, None, Some(reason));
-                if self.out.send(Ok(d)).is_err() {
+                if self
+                    .out
+                    .send((self.link.load(Ordering::Acquire), Ok(d)))
+                    .is_err()
+                {
                     return Err(Stop::Abandoned);
                 }
             }
@@ -445,7 +462,11 @@ impl Group {
 
 /// The stream handed to the runtime.
 struct DeliveryStream {
-    deliveries: mpsc::UnboundedReceiver<Item>,
+    deliveries: mpsc::UnboundedReceiver<Sent>,
+    /// At least once: the current attachment. Deliveries of an earlier one are skipped:
+    /// the broker took them back when their link was lost and sends them again, so
+    /// handling them would only make duplicates whose settlements fail.
+    link: Option<Arc<AtomicU64>>,
     /// At-most-once: tells the link task how many deliveries were taken, for credit.
     taken: Option<TakenCounter>,
 }
@@ -461,7 +482,19 @@ impl Stream for DeliveryStream {
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Item>> {
         let this = self.get_mut();
-        let item = this.deliveries.poll_recv(cx);
+        let item = loop {
+            match this.deliveries.poll_recv(cx) {
+                Poll::Ready(Some((link, Ok(delivery))))
+                    if this
+                        .link
+                        .as_ref()
+                        .is_some_and(|current| current.load(Ordering::Acquire) != link) =>
+                {
+                    tracing::debug!(address = %delivery.address(), "amqp: skipped a delivery of a lost link");
+                }
+                other => break other.map(|sent| sent.map(|(_, item)| item)),
+            }
+        };
         if let (Poll::Ready(Some(Ok(_))), Some(t)) = (&item, this.taken.as_mut()) {
             t.pending += 1;
             if t.pending >= t.every {

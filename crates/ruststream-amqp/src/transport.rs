@@ -13,6 +13,16 @@
 //! message as sent. Only the first transfer frame of a delivery is looked at: the frames
 //! that continue a message split over several (`more` set on the one before, per
 //! channel) are payload bytes, never read as sections.
+//!
+//! It also keeps serde_amqp from allocating what a value only claims (see
+//! [`crate::sizes`]): every frame's performative is checked before fe2o3-amqp decodes
+//! it (a frame that fails ends the connection with an error), and so is every message.
+//! A message split over several transfer frames is held back, with every frame after
+//! it, until its last frame is here (fe2o3-amqp decodes it only then), up to
+//! [`HOLD_BYTES`] and [`HOLD_FRAMES`]. A message that fails the check has its first
+//! byte made an invalid format code, so fe2o3-amqp's decoder stops there at once: the
+//! delivery reaches the subscription as undecodable, and the decode-failure policy
+//! settles it.
 
 use std::io;
 use std::pin::Pin;
@@ -28,6 +38,14 @@ use crate::pair::{Pair, rename_attach};
 /// Frames larger than this are passed through without looking at them.
 const MAX_PATCHED_FRAME: usize = 64 << 20;
 const READ_CHUNK: usize = 64 << 10;
+/// A message split over frames is checked whole up to this many bytes; a larger one
+/// passes unchecked (its claims then cost at most 4 GiB / `HOLD_BYTES` times its size).
+pub(crate) const HOLD_BYTES: usize = 256 << 20;
+/// … and this many frames (fe2o3-amqp's session window is 5,000 frames: a broker must
+/// never wait on a window the held frames keep from being renewed).
+pub(crate) const HOLD_FRAMES: usize = 2_000;
+/// What a message that fails the check starts with: no AMQP format code.
+const SPOILED: u8 = 0xff;
 
 /// Opens a TCP connection with `TCP_NODELAY` set.
 pub(crate) async fn connect_tcp(host: &str, port: u16) -> Result<TcpStream, ConnectError> {
@@ -52,6 +70,12 @@ pub(crate) struct Patched<S> {
     buf: BytesMut,
     /// Bytes at the front of `buf` that are checked and may be handed out.
     ready: usize,
+    /// Bytes at the front of `buf` read as whole frames (`ready` or more).
+    scanned: usize,
+    /// Messages split over frames whose last frame has not come yet.
+    held: Vec<Held>,
+    /// A frame whose performative fails the size check: the connection ends.
+    failed: Option<crate::sizes::Bad>,
     /// Something did not look like AMQP framing: pass everything through.
     passthrough: bool,
     scratch: Box<[u8]>,
@@ -66,6 +90,9 @@ impl<S> Patched<S> {
             inner,
             buf: BytesMut::with_capacity(READ_CHUNK),
             ready: 0,
+            scanned: 0,
+            held: Vec::new(),
+            failed: None,
             passthrough: false,
             scratch: vec![0; READ_CHUNK].into_boxed_slice(),
             patcher: FramePatcher::default(),
@@ -80,19 +107,23 @@ impl<S> Patched<S> {
         s
     }
 
-    /// Marks every complete frame (or protocol header) in the buffer ready, patching it.
+    /// Marks every complete frame (or protocol header) in the buffer ready, patching and
+    /// checking it; frames from the first of a message still coming stay held.
     fn scan(&mut self) {
         loop {
-            let rest = &self.buf[self.ready..];
-            if self.passthrough {
-                self.ready = self.buf.len();
+            if self.passthrough || self.failed.is_some() {
+                self.held.clear();
+                self.scanned = self.buf.len();
+                self.ready = self.scanned;
                 return;
             }
+            let rest = &self.buf[self.scanned..];
             if rest.len() < 8 {
                 return;
             }
             if rest.starts_with(b"AMQP") {
-                self.ready += 8;
+                self.scanned += 8;
+                self.ready = self.release_point();
                 continue;
             }
             let size = u32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
@@ -103,15 +134,126 @@ impl<S> Patched<S> {
             if rest.len() < size {
                 return;
             }
-            let start = self.ready;
+            let start = self.scanned;
             let frame = &mut self.buf[start..start + size];
-            self.patcher.patch(frame);
+            if let Err(bad) = check_performative(frame) {
+                tracing::warn!(%bad, "amqp frame refused: the connection ends");
+                self.failed = Some(bad);
+                // The frames before it still go out; this one and the rest do not.
+                self.buf.truncate(start);
+                self.held.clear();
+                self.ready = start;
+                self.scanned = start;
+                return;
+            }
+            let part = self.patcher.patch(frame);
             if let Some(pair) = &self.pair {
                 // The broker's attach of the receiving link (role sender).
                 rename_attach(frame, &pair.sending, &pair.receiving, false);
             }
-            self.ready += size;
+            self.scanned += size;
+            if let Some(part) = part {
+                self.on_transfer(part, start + part.sections..start + size, start);
+            }
+            self.ready = self.release_point();
         }
+    }
+
+    /// Where the bytes that may go out end: at the first frame of the first held message.
+    fn release_point(&self) -> usize {
+        self.held
+            .iter()
+            .map(|h| h.frame)
+            .min()
+            .unwrap_or(self.scanned)
+    }
+
+    /// Checks a transfer's message bytes (`message`, in the frame at `frame`) or holds
+    /// them until its message is whole.
+    fn on_transfer(&mut self, part: Part, message: std::ops::Range<usize>, frame: usize) {
+        let held = self.held.iter().position(|h| h.channel == part.channel);
+        let Some(i) = held else {
+            if !part.first {
+                return; // a message already let through unchecked
+            }
+            if part.more {
+                self.held.push(Held {
+                    channel: part.channel,
+                    frame,
+                    parts: vec![message.clone()],
+                    bytes: message.len(),
+                });
+            } else if let Err(bad) = crate::sizes::check(&self.buf[message.clone()]) {
+                spoil(&mut self.buf, &[message], part.channel, bad);
+            }
+            return;
+        };
+        let h = &mut self.held[i];
+        h.bytes += message.len();
+        h.parts.push(message);
+        if part.more {
+            if h.bytes > HOLD_BYTES || h.parts.len() > HOLD_FRAMES {
+                tracing::debug!(
+                    channel = part.channel,
+                    bytes = h.bytes,
+                    "amqp message too large to hold: its sizes pass unchecked"
+                );
+                self.held.swap_remove(i);
+            }
+            return;
+        }
+        let h = self.held.swap_remove(i);
+        let mut whole = Vec::with_capacity(h.bytes);
+        for p in &h.parts {
+            whole.extend_from_slice(&self.buf[p.clone()]);
+        }
+        if let Err(bad) = crate::sizes::check(&whole) {
+            spoil(&mut self.buf, &h.parts, h.channel, bad);
+        }
+    }
+
+    /// `n` bytes went out from the front of the buffer.
+    fn advanced(&mut self, n: usize) {
+        self.ready -= n;
+        self.scanned -= n;
+        for h in &mut self.held {
+            h.frame -= n;
+            for p in &mut h.parts {
+                *p = p.start - n..p.end - n;
+            }
+        }
+    }
+}
+
+/// A message split over frames, held until its last frame.
+#[derive(Debug)]
+struct Held {
+    channel: u16,
+    /// Where its first frame starts in the buffer.
+    frame: usize,
+    /// Its message bytes in each frame so far.
+    parts: Vec<std::ops::Range<usize>>,
+    bytes: usize,
+}
+
+/// Makes the message in `parts` undecodable: its first byte becomes no format code.
+fn spoil(buf: &mut [u8], parts: &[std::ops::Range<usize>], channel: u16, bad: crate::sizes::Bad) {
+    if let Some(first) = parts.iter().find(|p| !p.is_empty()) {
+        buf[first.start] = SPOILED;
+    }
+    tracing::warn!(
+        channel,
+        %bad,
+        "amqp message refused before decoding: it arrives undecodable"
+    );
+}
+
+/// Checks the performative of a whole frame (AMQP or SASL); an empty frame passes.
+fn check_performative(frame: &[u8]) -> Result<(), crate::sizes::Bad> {
+    let doff = frame.get(4).map_or(0, |d| usize::from(*d) * 4);
+    match frame.get(doff.max(8)..) {
+        Some(body) if !body.is_empty() => crate::sizes::check_one(body).map(|_| ()),
+        _ => Ok(()),
     }
 }
 
@@ -127,8 +269,11 @@ impl<S: AsyncRead + Unpin> AsyncRead for Patched<S> {
                 let n = this.ready.min(out.remaining());
                 out.put_slice(&this.buf[..n]);
                 this.buf.advance(n);
-                this.ready -= n;
+                this.advanced(n);
                 return Poll::Ready(Ok(()));
+            }
+            if let Some(bad) = this.failed {
+                return Poll::Ready(Err(io::Error::new(io::ErrorKind::InvalidData, bad)));
             }
             let mut read = ReadBuf::new(&mut this.scratch);
             ready!(Pin::new(&mut this.inner).poll_read(cx, &mut read))?;
@@ -138,7 +283,9 @@ impl<S: AsyncRead + Unpin> AsyncRead for Patched<S> {
                 if this.buf.is_empty() {
                     return Poll::Ready(Ok(()));
                 }
+                this.held.clear();
                 this.ready = this.buf.len();
+                this.scanned = this.ready;
                 continue;
             }
             this.buf.extend_from_slice(filled);
@@ -231,11 +378,10 @@ pub(crate) struct FramePatcher {
 }
 
 impl FramePatcher {
-    /// Patches one whole AMQP frame. Anything unexpected leaves it as it is.
-    pub(crate) fn patch(&mut self, frame: &mut [u8]) {
-        let Some(transfer) = read_transfer(frame) else {
-            return;
-        };
+    /// Patches one whole AMQP frame, saying what it is if it is a transfer. Anything
+    /// unexpected leaves it as it is.
+    pub(crate) fn patch(&mut self, frame: &mut [u8]) -> Option<Part> {
+        let transfer = read_transfer(frame)?;
         let at = self.continuing.iter().position(|c| *c == transfer.channel);
         match (at, transfer.more) {
             (None, true) => self.continuing.push(transfer.channel),
@@ -247,7 +393,25 @@ impl FramePatcher {
         if at.is_none() {
             let _ = patch_sections(frame, transfer.sections);
         }
+        Some(Part {
+            channel: transfer.channel,
+            first: at.is_none(),
+            more: transfer.more,
+            sections: transfer.sections,
+        })
     }
+}
+
+/// A transfer frame's place in its message.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Part {
+    pub(crate) channel: u16,
+    /// The message starts in this frame.
+    pub(crate) first: bool,
+    /// The message goes on in the next transfer on the channel.
+    pub(crate) more: bool,
+    /// Where the message bytes start in the frame.
+    pub(crate) sections: usize,
 }
 
 /// What a transfer frame says about itself.
@@ -564,6 +728,146 @@ mod tests {
             let ctor = split + next.len() - 3;
             assert_eq!(read[ctor], 0xa0, "chunk {chunk}");
         }
+    }
+
+    /// Reads `wire` through [`Patched`] in chunks of `chunk` until the end or an error.
+    fn read_until_error(wire: &[u8], chunk: usize) -> (Vec<u8>, Option<io::Error>) {
+        let chunks: Vec<&[u8]> = wire.chunks(chunk.max(1)).collect();
+        let mut reader = Patched::new(Chunks(chunks));
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let mut out = Vec::new();
+        let mut buf = [0u8; 1024];
+        loop {
+            let mut read = ReadBuf::new(&mut buf);
+            match Pin::new(&mut reader).poll_read(&mut cx, &mut read) {
+                Poll::Ready(Ok(())) if read.filled().is_empty() => return (out, None),
+                Poll::Ready(Ok(())) => out.extend_from_slice(read.filled()),
+                Poll::Ready(Err(e)) => return (out, Some(e)),
+                Poll::Pending => panic!("pending"),
+            }
+        }
+    }
+
+    /// A data section whose vbin32 claims `claimed` bytes and holds `held`.
+    fn data_claiming(claimed: u32, held: usize) -> Vec<u8> {
+        let mut m = vec![0x00, 0x53, 0x75, 0xb0];
+        m.extend_from_slice(&claimed.to_be_bytes());
+        m.extend(std::iter::repeat_n(b'x', held));
+        m
+    }
+
+    /// fe2o3-amqp's decode of a message from several frames (its `IoReader`).
+    fn fe2o3_reads(message: &[u8]) -> bool {
+        use fe2o3_amqp_types::messaging::message::__private::Deserializable;
+        use fe2o3_amqp_types::messaging::{Body, Message};
+        use serde::Deserialize;
+        let reader = serde_amqp::read::IoReader::new(message);
+        let mut de = serde_amqp::de::Deserializer::new(reader);
+        Deserializable::<Message<Body<fe2o3_amqp_types::primitives::Value>>>::deserialize(&mut de)
+            .is_ok()
+    }
+
+    #[test]
+    fn a_message_claiming_more_than_it_has_is_spoiled_before_fe2o3_reads_it() {
+        let message = data_claiming(0xb1b1_b1b1, 20);
+        let wire = transfer(false, &message);
+        let (read, error) = read_until_error(&wire, 7);
+        assert!(error.is_none());
+        assert_eq!(read.len(), wire.len(), "nothing added or taken");
+        let at = wire.len() - message.len();
+        assert_eq!(read[at], SPOILED);
+        assert_eq!(read[at + 1..], wire[at + 1..]);
+        assert!(!fe2o3_reads(&read[at..]), "fe2o3 fails at the first byte");
+        // The same message whole is read as sent.
+        let good = data_claiming(20, 20);
+        let wire = transfer(false, &good);
+        assert_eq!(read_until_error(&wire, 7).0, wire);
+        assert!(fe2o3_reads(&good));
+    }
+
+    #[test]
+    fn a_message_over_several_frames_is_held_until_whole_then_checked() {
+        // Claims 4 GiB - 1 over three frames of 10 bytes; then a good message.
+        let bad = data_claiming(u32::MAX, 22);
+        let good = data_claiming(22, 22);
+        for (message, spoiled) in [(&bad, true), (&good, false)] {
+            let mut wire = Vec::new();
+            let mut parts = message.chunks(10).peekable();
+            while let Some(p) = parts.next() {
+                wire.extend_from_slice(&transfer(parts.peek().is_some(), p));
+            }
+            let after = transfer(false, &data_claiming(1, 1));
+            wire.extend_from_slice(&after);
+            for chunk in [1, 5, 4096] {
+                let (read, error) = read_until_error(&wire, chunk);
+                assert!(error.is_none());
+                assert_eq!(read.len(), wire.len());
+                let first = 8 + 13; // frame header, transfer performative
+                assert_eq!(read[first] == SPOILED, spoiled, "chunk {chunk}");
+                assert_eq!(read[first + 1..], wire[first + 1..], "chunk {chunk}");
+            }
+        }
+        assert!(!fe2o3_reads(&{
+            let mut b = bad.clone();
+            b[0] = SPOILED;
+            b
+        }));
+    }
+
+    #[test]
+    fn frames_of_a_held_message_wait_for_its_last_frame() {
+        let message = data_claiming(22, 22);
+        let first = transfer(true, &message[..10]);
+        let mut reader = Patched::new(Waiting(Some(first)));
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let mut buf = [0u8; 64];
+        let mut read = ReadBuf::new(&mut buf);
+        // The source has nothing more for now: the held frame does not come out.
+        assert!(
+            Pin::new(&mut reader)
+                .poll_read(&mut cx, &mut read)
+                .is_pending()
+        );
+        assert!(read.filled().is_empty());
+        assert_eq!(reader.held.len(), 1);
+    }
+
+    /// Gives its bytes once, then waits forever.
+    struct Waiting(Option<Vec<u8>>);
+
+    impl AsyncRead for Waiting {
+        fn poll_read(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            out: &mut ReadBuf<'_>,
+        ) -> Poll<io::Result<()>> {
+            match self.0.take() {
+                Some(bytes) => {
+                    out.put_slice(&bytes);
+                    Poll::Ready(Ok(()))
+                }
+                None => Poll::Pending,
+            }
+        }
+    }
+
+    #[test]
+    fn a_frame_whose_performative_claims_too_much_ends_the_connection() {
+        let good = transfer(false, &data_claiming(1, 1));
+        // An attach whose name is a str32 of 4 GiB - 1.
+        let mut body = vec![
+            0x00, 0x53, 0x12, 0xc0, 0x06, 0x01, 0xb1, 0xff, 0xff, 0xff, 0xff,
+        ];
+        body.push(b'n');
+        let mut bad = ((body.len() + 8) as u32).to_be_bytes().to_vec();
+        bad.extend_from_slice(&[0x02, 0x00, 0x00, 0x00]);
+        bad.extend_from_slice(&body);
+        let mut wire = good.clone();
+        wire.extend_from_slice(&bad);
+        wire.extend_from_slice(&good);
+        let (read, error) = read_until_error(&wire, 3);
+        assert_eq!(read, good, "the frames before it go out");
+        assert_eq!(error.expect("an error").kind(), io::ErrorKind::InvalidData);
     }
 
     #[test]

@@ -39,6 +39,7 @@ macro_rules! conformance_tests {
             fail_fast_redelivers,
             graceful_stop,
             publish_from_handler,
+            request_reply,
             failed_copy_gives_back,
             retry_after_beyond_native_bound,
         );

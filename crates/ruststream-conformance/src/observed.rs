@@ -51,4 +51,8 @@ impl Broker for Observed {
     fn close(&self) -> BoxFuture<'_, ()> {
         self.inner.close()
     }
+
+    fn inspect(&self) -> Option<&dyn ruststream_core::Inspect> {
+        self.inner.inspect()
+    }
 }

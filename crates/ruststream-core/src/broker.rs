@@ -9,7 +9,8 @@ use std::sync::Arc;
 use futures_core::Stream;
 
 use crate::{
-    Address, Attached, Capabilities, ConsumeError, Delivery, Message, PublishError, SubscribeError,
+    Address, Attached, Capabilities, ConsumeError, Delivery, Inspect, Message, PublishError,
+    Setting, SubscribeError,
 };
 
 /// A boxed, sendable future.
@@ -36,6 +37,48 @@ pub trait Broker: Send + Sync + 'static {
 
     /// Closes connections once in-flight settlements are done. Open subscriptions end.
     fn close(&self) -> BoxFuture<'_, ()>;
+
+    /// The facts a subscription of `spec` would declare, where the adapter can tell
+    /// without subscribing; `None` (the default) where they are found out from the
+    /// broker at subscribe. Descriptions of a service (its AsyncAPI document) show them.
+    fn facts(&self, spec: &SubscribeSpec) -> Option<Capabilities> {
+        let _ = spec;
+        None
+    }
+
+    /// Opens the subscription a request client reads its replies from: `address` is
+    /// unique to the client, and the broker may put its replies elsewhere (a queue the
+    /// broker names), so the address to send as `reply-to` comes back with it.
+    ///
+    /// The default subscribes to `address` with nothing declared. Adapters override it
+    /// where a reply address needs a form of its own (a Redis list, an AMQP queue that
+    /// expires when nobody reads it).
+    fn replies(&self, address: Address) -> BoxFuture<'_, Result<Replies, SubscribeError>> {
+        Box::pin(async move {
+            let mut spec = SubscribeSpec::new(address.clone());
+            spec.in_flight = 256;
+            let subscription = self.subscribe(spec).await?;
+            Ok(Replies {
+                address,
+                subscription,
+            })
+        })
+    }
+
+    /// Browsing and removing waiting messages (the dead-letter tools), where the broker
+    /// can; `None` by default.
+    fn inspect(&self) -> Option<&dyn Inspect> {
+        None
+    }
+}
+
+/// A request client's reply subscription ([`Broker::replies`]).
+#[derive(Debug)]
+pub struct Replies {
+    /// The address requests carry as `reply-to`.
+    pub address: Address,
+    /// The replies.
+    pub subscription: Subscription,
 }
 
 /// Publishes messages to addresses.
@@ -135,9 +178,16 @@ pub trait BrokerOption: Any + Send + Sync {
 /// assert_eq!(options.get::<Credit>(), Some(&Credit(64)));
 /// assert!(options.check("amqp").is_ok());
 /// assert!(options.check("redis").is_err());
+/// assert_eq!(options.names().count(), 1);
 /// ```
-#[derive(Default)]
-pub struct Options(Vec<Entry>);
+///
+/// Besides typed options it carries [`Setting`]s, the text keys and values of a
+/// subscription's configuration (see [`Options::configure`]).
+#[derive(Clone, Default)]
+pub struct Options {
+    typed: Vec<Entry>,
+    settings: Vec<Setting>,
+}
 
 #[derive(Clone)]
 struct Entry {
@@ -150,8 +200,8 @@ struct Entry {
 impl Options {
     /// Sets the option of type `T`, replacing an earlier one.
     pub fn insert<T: BrokerOption>(&mut self, value: T) {
-        self.0.retain(|entry| entry.id != TypeId::of::<T>());
-        self.0.push(Entry {
+        self.typed.retain(|entry| entry.id != TypeId::of::<T>());
+        self.typed.push(Entry {
             id: TypeId::of::<T>(),
             broker: T::BROKER,
             name: std::any::type_name::<T>(),
@@ -161,15 +211,20 @@ impl Options {
 
     /// The option of type `T`, if set.
     pub fn get<T: Any + Send + Sync>(&self) -> Option<&T> {
-        self.0
+        self.typed
             .iter()
             .find(|entry| entry.id == TypeId::of::<T>())
             .and_then(|entry| entry.value.downcast_ref())
     }
 
+    /// The type names of the options set, in the order they were set.
+    pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.typed.iter().map(|entry| entry.name)
+    }
+
     /// Refuses options that belong to another broker than `broker`.
     pub fn check(&self, broker: &str) -> Result<(), SubscribeError> {
-        match self.0.iter().find(|entry| entry.broker != broker) {
+        match self.typed.iter().find(|entry| entry.broker != broker) {
             Some(entry) => Err(SubscribeError::BadOption(format!(
                 "{} is an option of the {} broker, not of {broker}",
                 entry.name, entry.broker
@@ -179,16 +234,29 @@ impl Options {
     }
 }
 
-impl Clone for Options {
-    fn clone(&self) -> Self {
-        Self(self.0.clone())
+impl Options {
+    /// Adds a setting from configuration, after those added before: an adapter reads
+    /// them in order, so a later one with the same key wins. Typed options win over
+    /// settings of the same concern (the adapters' docs say which keys each covers).
+    pub fn configure(&mut self, setting: Setting) {
+        self.settings.push(setting);
+    }
+
+    /// The settings from configuration, in the order they were added.
+    pub fn settings(&self) -> &[Setting] {
+        &self.settings
     }
 }
 
 impl std::fmt::Debug for Options {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_list()
-            .entries(self.0.iter().map(|entry| entry.name))
+            .entries(self.typed.iter().map(|entry| entry.name))
+            .entries(
+                self.settings
+                    .iter()
+                    .map(|s| format!("{}={:?}", s.key, s.value)),
+            )
             .finish()
     }
 }

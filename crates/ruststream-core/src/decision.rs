@@ -39,6 +39,41 @@ impl Facts {
             counts: capabilities.counts && delivery.broker_attempt().is_some(),
         }
     }
+
+    /// These facts with a retry-count header's claim beyond the cap not believed.
+    ///
+    /// A copy the runtime publishes carries the attempt it replaces, always below the
+    /// cap, so a delivery that counts by its `x-ruststream-retry-count` can claim an
+    /// attempt beyond `max_attempts` only if someone else wrote the header: a producer
+    /// (by mistake or to skip the retries), or a service with a higher cap on the same
+    /// address. Such a claim would spend the message at its first retry; it is taken as
+    /// attempt 1 instead, so the message gets every attempt the mount declares. A claim
+    /// within the cap is believed (it is how copies count), and the broker's own count is
+    /// never second-guessed (a broker that counts would otherwise redeliver forever).
+    ///
+    /// ```
+    /// use std::num::NonZeroU32;
+    /// use ruststream_core::{Declaration, Facts};
+    ///
+    /// let decl = Declaration { max_attempts: NonZeroU32::new(5), ..Declaration::default() };
+    /// let claimed = Facts { attempt: 1_000, counts: false };
+    /// assert_eq!(claimed.within(&decl).attempt, 1);
+    /// let copy = Facts { attempt: 5, counts: false };
+    /// assert_eq!(copy.within(&decl).attempt, 5);
+    /// let broker = Facts { attempt: 1_000, counts: true };
+    /// assert_eq!(broker.within(&decl).attempt, 1_000);
+    /// ```
+    #[inline]
+    #[must_use]
+    pub fn within(self, decl: &Declaration) -> Self {
+        match decl.max_attempts {
+            Some(cap) if !self.counts && self.attempt > cap.get() => Self {
+                attempt: 1,
+                counts: false,
+            },
+            _ => self,
+        }
+    }
 }
 
 /// What to do: maybe publish a copy, and what becomes of the original.

@@ -31,6 +31,10 @@ pub const DEAD_LETTER_ERROR: &str = "x-ruststream-dead-letter-error";
 pub const DEAD_LETTER_AT: &str = "x-ruststream-dead-letter-at";
 /// `x-ruststream-dead-letter-service`: on a dead letter, the service that sent it there.
 pub const DEAD_LETTER_SERVICE: &str = "x-ruststream-dead-letter-service";
+/// `x-ruststream-replayed-at`: on a dead letter replayed to its address by the
+/// `dead-letters replay` tool, when (milliseconds since the Unix epoch). The replayed
+/// copy has no retry count and no dead-letter headers: it starts at attempt 1.
+pub const REPLAYED_AT: &str = "x-ruststream-replayed-at";
 
 /// A header name: text, shared cheaply. Names compare by their text, however stored.
 #[derive(Clone)]

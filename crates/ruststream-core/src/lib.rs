@@ -14,7 +14,9 @@ mod decision;
 mod delivery;
 mod error;
 mod headers;
+mod inspect;
 mod message;
+mod settings;
 mod settlement;
 
 /// Internal decoders, exposed for the fuzz targets in `fuzz/` (feature `fuzzing`).
@@ -29,8 +31,8 @@ pub mod __fuzz {
 
 pub use attached::Attached;
 pub use broker::{
-    BoxFuture, Broker, BrokerOption, Declaration, DeliveryStream, Options, Publish, SubscribeSpec,
-    Subscription,
+    BoxFuture, Broker, BrokerOption, Declaration, DeliveryStream, Options, Publish, Replies,
+    SubscribeSpec, Subscription,
 };
 pub use capabilities::Capabilities;
 pub use decision::{Copy, Facts, Original, Plan, Verdict, decide};
@@ -39,7 +41,9 @@ pub use error::{AckError, ConsumeError, PublishError, PublishErrorKind, Subscrib
 pub use headers::{
     CONTENT_TYPE, CORRELATION_ID, DEAD_LETTER_AT, DEAD_LETTER_ATTEMPT, DEAD_LETTER_ERROR,
     DEAD_LETTER_FROM, DEAD_LETTER_REASON, DEAD_LETTER_SERVICE, HeaderName, HeaderValue, Headers,
-    MESSAGE_ID, REPLY_TO, RETRY_COUNT,
+    MESSAGE_ID, REPLAYED_AT, REPLY_TO, RETRY_COUNT,
 };
+pub use inspect::{Inspect, InspectError, Waiting};
 pub use message::{Address, Message};
+pub use settings::{Setting, split_query};
 pub use settlement::{Acker, Settlement, Settling, Tag};

@@ -9,8 +9,8 @@ use fred::interfaces::{ClientLike, EventInterface, PubsubInterface};
 use fred::types::Value;
 use fred::types::config::Config;
 use ruststream_core::{
-    Acker, Address, BoxFuture, Broker, Capabilities, Publish, SubscribeError, SubscribeSpec,
-    Subscription,
+    Acker, Address, BoxFuture, Broker, Capabilities, Publish, Replies, Setting, SubscribeError,
+    SubscribeSpec, Subscription, split_query,
 };
 use tokio::sync::watch;
 
@@ -29,7 +29,7 @@ use crate::form::stream::{StreamReader, ensure_group};
 use crate::form::{self};
 use crate::inflight::Inflight;
 use crate::keys::{Keys, default_consumer};
-use crate::options::{DelayedRetry, Form, Group, form_of};
+use crate::options::{DelayedRetry, Form, Group};
 use crate::publisher::{RedisPublisher, Target};
 use crate::routes::{Routes, mark};
 use crate::{ConnectError, client, delayed, url};
@@ -110,6 +110,8 @@ pub struct RedisBroker {
 
 struct Inner {
     config: Config,
+    /// Subscription settings from the URL's query, under every mount's own.
+    url_settings: Vec<Setting>,
     pool: Pool,
     publisher: RedisPublisher,
     closed: Arc<watch::Sender<bool>>,
@@ -138,8 +140,16 @@ impl RedisBroker {
 
     /// Connects with `settings`.
     pub async fn connect_with(url: &str, settings: Settings) -> Result<Self, ConnectError> {
+        // The query's keys other than the cluster's `node` are subscription settings.
+        let (url, url_settings) = split_query(url, |key| key == "node");
+        crate::settings::form(&ruststream_core::Options::default(), &url_settings).map_err(
+            |e| match e {
+                SubscribeError::BadOption(why) => ConnectError::BadUrl(why),
+                other => ConnectError::BadUrl(other.to_string()),
+            },
+        )?;
         #[cfg_attr(not(feature = "tls"), allow(unused_mut))]
-        let (mut config, tls) = url::parse(url)?;
+        let (mut config, tls) = url::parse(&url)?;
         #[cfg(feature = "tls")]
         if tls {
             config.tls = Some(settings.tls.fred_config()?);
@@ -166,6 +176,7 @@ impl RedisBroker {
         Ok(Self {
             inner: Arc::new(Inner {
                 config,
+                url_settings,
                 pool,
                 publisher,
                 closed: Arc::new(closed),
@@ -202,7 +213,11 @@ impl RedisBroker {
         .await
     }
 
-    fn keys(&self, address: &str) -> Keys {
+    pub(crate) fn pool(&self) -> &Pool {
+        &self.inner.pool
+    }
+
+    pub(crate) fn keys(&self, address: &str) -> Keys {
         Keys::new(&self.inner.publisher.prefix, address)
     }
 
@@ -214,7 +229,7 @@ impl RedisBroker {
             return Err(SubscribeError::BadAddress("empty address".into()));
         }
         let count = spec.in_flight.clamp(1, 1000);
-        match form_of(&spec.options) {
+        match crate::settings::form(&spec.options, &self.inner.url_settings)? {
             Form::Stream(stream) => {
                 let durable = stream.delayed_retry == DelayedRetry::DurableZset;
                 let mut caps = Capabilities::SETTLES;
@@ -476,6 +491,32 @@ impl Broker for RedisBroker {
 
     fn publisher(&self) -> Arc<dyn Publish> {
         Arc::new(self.inner.publisher.clone())
+    }
+
+    fn facts(&self, spec: &SubscribeSpec) -> Option<Capabilities> {
+        crate::settings::form(&spec.options, &self.inner.url_settings)
+            .ok()
+            .and_then(|form| crate::options::facts_of(&form))
+    }
+
+    /// A [`List`](crate::List) on `address` (under the key prefix): replies wait in it
+    /// even before the client reads, and its kind marker tells servers in other
+    /// processes to push to a list.
+    fn replies(&self, address: Address) -> BoxFuture<'_, Result<Replies, SubscribeError>> {
+        Box::pin(async move {
+            let mut spec = SubscribeSpec::new(address.clone());
+            spec.in_flight = 256;
+            spec.options.insert(Form::List(crate::List::new()));
+            let subscription = self.open(spec).await?;
+            Ok(Replies {
+                address,
+                subscription,
+            })
+        })
+    }
+
+    fn inspect(&self) -> Option<&dyn ruststream_core::Inspect> {
+        Some(self)
     }
 
     fn close(&self) -> BoxFuture<'_, ()> {

@@ -106,6 +106,47 @@
 //! channel. Any failure to publish (a reply included) is returned as a `PublishError`,
 //! never swallowed.
 //!
+//! # Settings from configuration
+//!
+//! A subscription's form and its options can also come from configuration, as text:
+//! the broker URL's query (`redis://host:6379/0?form=list&block=2s`: every
+//! subscription of the broker) and the mount's settings (the runtime's per-mount table,
+//! `RUSTSTREAM_MOUNT__<ADDRESS>__<KEY>`), read in that order (a later key wins). A
+//! typed form on the mount wins over all of them. The keys:
+//!
+//! | key | values | forms |
+//! |---|---|---|
+//! | `form` | `stream`, `claiming`, `reliable_list`, `list`, `pubsub`, `pattern` | — |
+//! | `group` | a group name | stream, claiming |
+//! | `consumer` | a consumer name | stream, claiming, reliable list |
+//! | `start` | `beginning`, `end`, an entry id | stream, claiming |
+//! | `block` | a duration (`500ms`, `1s`) | stream, claiming, reliable list, list |
+//! | `count` | a whole number | stream, claiming |
+//! | `heartbeat` | a duration | stream, claiming, reliable list |
+//! | `min_idle` | a duration above zero | claiming |
+//! | `delayed_retry` | `in_process`, `durable_zset` | stream |
+//!
+//! Values are read in lower case with `-` as `_`. A key not in the table, a value that
+//! does not read, or a key the chosen form has no use for is an error naming the
+//! setting and where it came from: at [`RedisBroker::connect`] for the URL
+//! ([`ConnectError::BadUrl`]), at subscribe for a mount's (`SubscribeError::BadOption`).
+//! The cluster's `node` keys stay the client's.
+//!
+//! # Requests
+//!
+//! A request client's replies ([`Broker::replies`](ruststream_core::Broker::replies))
+//! come on a [`List`] of its own: replies wait in it before the client reads, and its
+//! kind marker tells servers in other processes to push to a list. The list's kind
+//! marker stays after the client is gone (a few bytes per client).
+//!
+//! # Browsing (the dead-letter tools)
+//!
+//! [`RedisBroker`] offers [`ruststream_core::Inspect`] through `Broker::inspect`: a
+//! stream is browsed with `XRANGE` (ids are entry ids; removing is `XDEL`), a list with a
+//! Lua script reading its oldest elements (ids are 16 hex digits of each element's
+//! SHA-1; removing is a Lua script that `LREM`s exactly one element per id). A key of
+//! another type, a channel or a pattern cannot be browsed.
+//!
 //! # Wire format (compatible with ruststream 0.7)
 //!
 //! * **Stream entry**: the body in field `_payload`, each header in a field `h:<name>`;
@@ -200,11 +241,13 @@ mod failure;
 mod form;
 mod frame;
 mod inflight;
+mod inspect;
 mod keys;
 mod options;
 mod publisher;
 mod reply;
 mod routes;
+mod settings;
 #[cfg(feature = "tls")]
 mod tls;
 mod url;
@@ -214,6 +257,7 @@ mod url;
 pub mod __fuzz;
 
 pub use broker::{RedisBroker, Settings};
+pub use entry::STREAM_FIELDS;
 pub use error::ConnectError;
 /// The rustls the client uses (feature `tls`), for
 /// [`Settings::tls_client_config`].

@@ -358,20 +358,44 @@ impl Pattern {
     }
 }
 
-/// Reads the form from a spec's options: a [`Form`], or one of the form types.
-pub(crate) fn form_of(options: &ruststream_core::Options) -> Form {
+/// The typed form in a spec's options: a [`Form`], or one of the form types.
+pub(crate) fn form_of(options: &ruststream_core::Options) -> Option<Form> {
     if let Some(form) = options.get::<Form>() {
-        return form.clone();
+        return Some(form.clone());
     }
     macro_rules! try_get {
         ($($t:ident),*) => {$(
             if let Some(f) = options.get::<$t>() {
-                return Form::$t(f.clone());
+                return Some(Form::$t(f.clone()));
             }
         )*};
     }
     try_get!(Stream, Claiming, ReliableList, List, PubSub, Pattern);
-    Form::default()
+    None
+}
+
+/// The facts a subscription of `form` declares (`None` for one that is refused at
+/// subscribe: a claiming form with a zero `min_idle`). The subscriptions `RedisBroker`
+/// opens declare the same (tests/facts.rs checks it on a server).
+pub(crate) fn facts_of(form: &Form) -> Option<ruststream_core::Capabilities> {
+    use ruststream_core::Capabilities;
+    Some(match form {
+        Form::Stream(stream) => Capabilities {
+            delays: stream.delayed_retry == DelayedRetry::DurableZset,
+            ..Capabilities::SETTLES
+        },
+        Form::Claiming(claiming) if claiming.min_idle.is_zero() => return None,
+        Form::Claiming(claiming) => Capabilities {
+            settles: true,
+            requeues: true,
+            counts: true,
+            delays: true,
+            max_delay: Some(claiming.min_idle),
+            dead_letters: false,
+        },
+        Form::ReliableList(_) => Capabilities::SETTLES,
+        Form::List(_) | Form::PubSub(_) | Form::Pattern(_) => Capabilities::NONE,
+    })
 }
 
 macro_rules! redis_options {

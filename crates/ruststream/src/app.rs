@@ -14,6 +14,7 @@ use crate::mount::Mount;
 use crate::publisher::Publisher;
 use crate::router::Router;
 use crate::settled::Settled;
+use crate::target::PublishTarget;
 
 /// Why a service did not run to a clean stop.
 #[derive(Debug, thiserror::Error)]
@@ -34,6 +35,14 @@ pub enum RunError {
         address: String,
         /// The broker's refusal.
         source: SubscribeError,
+    },
+    /// A per-mount setting in the environment is malformed or names no mount.
+    #[error("{variable}: {reason}")]
+    Setting {
+        /// The variable's name.
+        variable: String,
+        /// What is wrong.
+        reason: String,
     },
     /// A failure policy of `fail_fast` stopped the service.
     #[error("stopped by fail_fast: {0}")]
@@ -62,16 +71,19 @@ type StartHook = Box<dyn FnOnce() + Send>;
 /// # }
 /// ```
 pub struct App {
-    broker: Arc<dyn Broker>,
-    router: Router,
+    pub(crate) broker: Arc<dyn Broker>,
+    pub(crate) router: Router,
+    pub(crate) targets: Vec<PublishTarget>,
     pub(crate) app: AppContext,
     after_settle: Vec<AfterSettle>,
     on_start: Vec<StartHook>,
     on_stop: Vec<StartHook>,
     grace: Duration,
     delayed: DelayedLimit,
-    name: String,
+    pub(crate) name: String,
     pub(crate) observe: crate::observe::Observe,
+    /// Per-mount settings' variables; `None`: the process environment's.
+    mount_env: Option<Vec<(String, String)>>,
 }
 
 impl App {
@@ -85,10 +97,11 @@ impl App {
     /// A stopping service closes its broker ([`Running::stop`]): give each service its own
     /// connection (for the memory broker, a clone) rather than one shared by several.
     pub fn with_broker(broker: Arc<dyn Broker>) -> Self {
-        let publisher = Publisher::new(broker.publisher());
+        let publisher = Publisher::for_broker(broker.clone());
         Self {
             broker,
             router: Router::new(),
+            targets: Vec::new(),
             app: AppContext::new(publisher),
             after_settle: Vec::new(),
             on_start: Vec::new(),
@@ -97,7 +110,13 @@ impl App {
             delayed: DelayedLimit::default(),
             name: default_name(),
             observe: crate::observe::Observe::default(),
+            mount_env: None,
         }
+    }
+
+    /// The broker the service runs on.
+    pub fn broker(&self) -> &Arc<dyn Broker> {
+        &self.broker
     }
 
     /// The service's name (default: the executable's file name), on its logs and on the
@@ -121,6 +140,20 @@ impl App {
     {
         self.router = self.router.mount(mount, handler);
         self
+    }
+
+    /// Declares an address the service publishes to (an address or a
+    /// [`PublishTarget`] with its payload), for descriptions of the service: its AsyncAPI
+    /// document has a channel and a `send` operation for each. Nothing changes at run
+    /// time.
+    pub fn publishes(mut self, target: impl Into<PublishTarget>) -> Self {
+        self.targets.push(target.into());
+        self
+    }
+
+    /// The service's name (see [`App::name`]).
+    pub fn service_name(&self) -> &str {
+        &self.name
     }
 
     /// Adds shared state, taken by handlers as [`State<S>`](crate::State).
@@ -163,6 +196,82 @@ impl App {
         self
     }
 
+    /// Reads per-mount settings from `vars` instead of the process environment.
+    ///
+    /// At [`start`](Self::start) every variable named
+    /// `RUSTSTREAM_MOUNT__<ADDRESS>__<KEY>` becomes a setting of the mounts whose
+    /// address is `<ADDRESS>` once upper-cased with every character other than an ASCII
+    /// letter or digit as `_` ([`mount_env_name`](crate::mount_env_name)); `<KEY>` is one
+    /// of the broker's keys (`FORM`, `MIN_IDLE`, `CREDIT`…), read in lower case. A
+    /// variable that names no mount stops the start with [`RunError::Setting`]; a key the
+    /// broker does not know, or a value it cannot read, with [`RunError::Subscribe`]
+    /// naming the variable. The mount's typed options win over these settings, which
+    /// win over the broker URL's query. See the running guide, "Settings from
+    /// configuration".
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use ruststream::{App, RunError, memory::MemoryBroker};
+    ///
+    /// let app = App::new(MemoryBroker::new())
+    ///     .mount("orders", |_: u32| async {})
+    ///     .mount_settings([("RUSTSTREAM_MOUNT__ORDRES__FORM", "list")]);
+    /// let error = app.start().await.err().expect("a typo");
+    /// assert!(matches!(error, RunError::Setting { .. }));
+    /// assert_eq!(
+    ///     error.to_string(),
+    ///     "RUSTSTREAM_MOUNT__ORDRES__FORM: names no mount (mounted: ORDERS)"
+    /// );
+    /// # }
+    /// ```
+    pub fn mount_settings<K: Into<String>, V: Into<String>>(
+        mut self,
+        vars: impl IntoIterator<Item = (K, V)>,
+    ) -> Self {
+        let vars = vars.into_iter().map(|(k, v)| (k.into(), v.into()));
+        self.mount_env = Some(vars.collect());
+        self
+    }
+
+    /// Adds the per-mount settings of the environment (or of
+    /// [`mount_settings`](Self::mount_settings)) to the mounts' options.
+    fn configure_mounts(&mut self) -> Result<(), RunError> {
+        let vars = self.mount_env.take().unwrap_or_else(|| {
+            std::env::vars_os()
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+                .collect()
+        });
+        let table = crate::mount_settings::table(vars).map_err(|bad| RunError::Setting {
+            variable: bad.0,
+            reason: "expected RUSTSTREAM_MOUNT__<ADDRESS>__<KEY>".into(),
+        })?;
+        for entry in table {
+            let mut used = false;
+            for (mount, _) in &mut self.router.routes {
+                if crate::mount_env_name(mount.address.as_str()) == entry.address {
+                    mount.options.configure(entry.setting.clone());
+                    used = true;
+                }
+            }
+            if !used {
+                let mut mounted: Vec<String> = self
+                    .router
+                    .routes
+                    .iter()
+                    .map(|(m, _)| crate::mount_env_name(m.address.as_str()))
+                    .collect();
+                mounted.sort();
+                mounted.dedup();
+                return Err(RunError::Setting {
+                    variable: entry.setting.origin,
+                    reason: format!("names no mount (mounted: {})", mounted.join(", ")),
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// A publisher for use outside handlers.
     pub fn publisher(&self) -> Publisher {
         self.app.publisher().clone()
@@ -186,6 +295,7 @@ impl App {
     /// Subscribes every mount and starts handling; the service runs until
     /// [`Running::stop`].
     pub async fn start(mut self) -> Result<Running, RunError> {
+        self.configure_mounts()?;
         for (mount, _) in &mut self.router.routes {
             self.observe.apply(mount);
         }

@@ -59,7 +59,7 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Broker>, ConnectError> {
         .to_ascii_lowercase();
     tracing::info!(url = %redact(url), "connecting to the broker");
     match scheme.as_str() {
-        "memory" => memory(&scheme),
+        "memory" => memory(url, &scheme),
         "redis" | "rediss" | "redis-cluster" | "rediss-cluster" => redis(url, &scheme).await,
         "amqp" | "amqps" => amqp(url, &scheme).await,
         _ => Err(ConnectError::UnknownScheme { scheme }),
@@ -67,12 +67,17 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Broker>, ConnectError> {
 }
 
 #[cfg(feature = "memory")]
-fn memory(_: &str) -> Result<Arc<dyn Broker>, ConnectError> {
+fn memory(url: &str, _: &str) -> Result<Arc<dyn Broker>, ConnectError> {
+    // It reads no settings: a query is meant for another broker.
+    let (_, settings) = ruststream_core::split_query(url, |_| false);
+    if let Some(setting) = settings.first() {
+        return Err(failed(url, &setting.unknown("memory", &[])));
+    }
     Ok(Arc::new(crate::memory::MemoryBroker::new()))
 }
 
 #[cfg(not(feature = "memory"))]
-fn memory(scheme: &str) -> Result<Arc<dyn Broker>, ConnectError> {
+fn memory(_: &str, scheme: &str) -> Result<Arc<dyn Broker>, ConnectError> {
     Err(missing(scheme, "memory"))
 }
 
@@ -169,6 +174,15 @@ mod tests {
     async fn memory_is_a_url_too() {
         let broker = connect("memory://").await.expect("memory");
         assert_eq!(broker.name(), "memory");
+        let error = connect("memory://?form=list")
+            .await
+            .err()
+            .expect("no settings");
+        assert_eq!(
+            error.to_string(),
+            "memory://?form=list: bad option: setting form=\"list\" (url): unknown key for \
+             the memory broker (it reads no settings)"
+        );
     }
 
     #[cfg(not(feature = "redis"))]

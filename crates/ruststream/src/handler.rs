@@ -1,5 +1,6 @@
 //! Handlers: plain `async fn`s over extractors and a payload.
 
+use std::any::TypeId;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context as TaskContext, Poll};
@@ -79,6 +80,12 @@ pub trait Handler<M>: Clone + Send + Sync + 'static {
     fn stack(&self) -> Option<&crate::layer::Stack> {
         None
     }
+
+    /// The payload's Rust type, if the handler takes one: what a description of the
+    /// service (its AsyncAPI document) checks a declared payload schema against.
+    fn payload_type() -> Option<(TypeId, &'static str)> {
+        None
+    }
 }
 
 pin_project_lite::pin_project! {
@@ -154,6 +161,10 @@ macro_rules! handler {
             fn check(app: &AppContext) -> Result<(), ExtractError> {
                 $($arg::check(app)?;)*
                 Ok(())
+            }
+
+            fn payload_type() -> Option<(TypeId, &'static str)> {
+                Some((TypeId::of::<P>(), std::any::type_name::<P>()))
             }
         }
     };

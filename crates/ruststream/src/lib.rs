@@ -29,22 +29,30 @@
 //! kit, writing an adapter).
 
 mod app;
+#[cfg(feature = "asyncapi")]
+pub mod asyncapi;
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod codec;
 mod connect;
 mod dispatch;
 mod extract;
 mod handler;
+mod inbox;
 pub mod layer;
 #[cfg(feature = "memory")]
 pub mod memory;
 mod mount;
+mod mount_settings;
 pub mod observe;
 mod outcome;
 mod policy;
 mod publisher;
 mod reply;
+mod request;
 mod router;
 mod settled;
+mod target;
 #[cfg(feature = "memory")]
 pub mod testing;
 
@@ -55,12 +63,15 @@ pub use dispatch::DelayedLimit;
 pub use extract::{AppContext, Attempt, Context, ExtractError, FromDelivery, Raw, State};
 pub use handler::{Extractors, Handler, OutcomeFuture, WithPayload};
 pub use mount::{Concurrency, Mount};
+pub use mount_settings::{MOUNT_ENV_PREFIX, mount_env_name};
 pub use outcome::{IntoOutcome, Outcome, ack, drop, retry, retry_after};
 pub use policy::Policy;
 pub use publisher::{Outgoing, Publisher, SendError};
 pub use reply::Reply;
+pub use request::RequestError;
 pub use router::Router;
 pub use settled::{Cause, SettleError, Settled};
+pub use target::PublishTarget;
 
 pub use ruststream_core as core;
 pub use ruststream_core::{Address, Delivery, Headers, Message, Verdict};
@@ -85,6 +96,11 @@ pub struct SettlementGuide;
 #[doc = include_str!("../../../docs/running.md")]
 pub struct RunningGuide;
 
+/// The command line guide's examples, compiled as doctests (feature `cli`).
+#[cfg(all(doctest, feature = "cli"))]
+#[doc = include_str!("../../../docs/cli.md")]
+pub struct CliGuide;
+
 /// The testing guide's examples, compiled and run as doctests.
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/testing.md")]
@@ -95,6 +111,12 @@ pub struct TestingGuide;
 #[cfg(all(doctest, feature = "http", feature = "logs"))]
 #[doc = include_str!("../../../docs/observability.md")]
 pub struct ObservabilityGuide;
+
+/// The operating guide's examples, compiled and run as doctests (the AMQP service is
+/// `ignore`d here and built as `examples/amqp_orders.rs`).
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/operating.md")]
+pub struct OperatingGuide;
 
 /// The adapters guide's examples, compiled and run as doctests (those that need an
 /// adapter crate are `ignore`d: this crate cannot depend on adapters).

@@ -77,6 +77,8 @@ pub struct Mount {
     pub(crate) allow_reply_to: Option<crate::reply::ReplyFilter>,
     pub(crate) options: Options,
     pub(crate) layers: crate::layer::Layers,
+    #[cfg(feature = "asyncapi")]
+    pub(crate) payload: Option<crate::asyncapi::PayloadSchema>,
 }
 
 impl Mount {
@@ -95,12 +97,19 @@ impl Mount {
             allow_reply_to: None,
             options: Options::default(),
             layers: crate::layer::Layers::default(),
+            #[cfg(feature = "asyncapi")]
+            payload: None,
         }
     }
 
     /// The address subscribed to.
     pub fn address(&self) -> &Address {
         &self.address
+    }
+
+    /// Where retry copies go: the declared retry address, else the mount's own.
+    pub fn retry_address(&self) -> &Address {
+        self.declaration.retry_to.as_ref().unwrap_or(&self.address)
     }
 
     /// What is declared about retries.
@@ -230,6 +239,26 @@ impl Mount {
     /// it (see [`Layer`](crate::layer::Layer)).
     pub fn layer(mut self, layer: impl crate::layer::Layer) -> Self {
         self.layers.wrap(Arc::new(layer));
+        self
+    }
+
+    /// Documents the payload as `T` (feature `asyncapi`): its JSON schema goes in the
+    /// service's AsyncAPI document. `T` must be the handler's payload type;
+    /// [`App::asyncapi`](crate::App::asyncapi) refuses a mount whose handler takes
+    /// another.
+    ///
+    /// ```
+    /// use ruststream::Mount;
+    ///
+    /// #[derive(serde::Deserialize, schemars::JsonSchema)]
+    /// struct Order { id: u64 }
+    ///
+    /// let mount = Mount::new("orders").payload::<Order>();
+    /// # let _ = mount;
+    /// ```
+    #[cfg(feature = "asyncapi")]
+    pub fn payload<T: schemars::JsonSchema + 'static>(mut self) -> Self {
+        self.payload = Some(crate::asyncapi::PayloadSchema::of::<T>());
         self
     }
 

@@ -3,13 +3,18 @@
 use std::fmt;
 use std::sync::Arc;
 
+use std::time::Duration;
+
 use ruststream_core::{
-    Address, CONTENT_TYPE, CORRELATION_ID, HeaderName, HeaderValue, Headers, MESSAGE_ID, Message,
-    Publish, PublishError, REPLY_TO,
+    Address, Broker, CONTENT_TYPE, CORRELATION_ID, HeaderName, HeaderValue, Headers, MESSAGE_ID,
+    Message, Publish, PublishError, REPLY_TO,
 };
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 use crate::codec::{Codec, CodecError};
+use crate::inbox::{Inbox, REPLY_PREFIX};
+use crate::request::RequestError;
 
 /// A message that was not sent.
 #[derive(Debug, thiserror::Error)]
@@ -51,6 +56,8 @@ pub struct Publisher {
     codec: Codec,
     /// `content-type` for the codec, shared by every message that adds no header.
     headers: Headers,
+    /// Where requests get their replies; `None` over a bare `Publish`.
+    inbox: Option<Arc<Inbox>>,
 }
 
 fn codec_headers(codec: Codec) -> Headers {
@@ -67,6 +74,91 @@ impl Publisher {
             inner,
             codec,
             headers: codec_headers(codec),
+            inbox: None,
+        }
+    }
+
+    /// A publisher over `broker` that can also [`request`](Self::request): replies come
+    /// on a subscription of `broker` opened by the first request. This is what
+    /// [`App::publisher`](crate::App::publisher) and handlers get.
+    pub fn for_broker(broker: Arc<dyn Broker>) -> Self {
+        let mut publisher = Self::new(broker.publisher());
+        publisher.inbox = Some(Arc::new(Inbox::new(broker, REPLY_PREFIX.to_owned())));
+        publisher
+    }
+
+    /// The same publisher with replies on addresses starting with `prefix` (default
+    /// `ruststream.replies.`; the rest is unique to the publisher), for servers whose
+    /// mounts [allow](crate::Mount::allow_reply_to) only some reply addresses. Its
+    /// requests get a reply subscription of their own.
+    pub fn reply_prefix(mut self, prefix: impl Into<String>) -> Self {
+        if let Some(inbox) = &self.inbox {
+            self.inbox = Some(Arc::new(inbox.with_prefix(prefix.into())));
+        }
+        self
+    }
+
+    pub(crate) fn inbox(&self) -> Option<&Arc<Inbox>> {
+        self.inbox.as_ref()
+    }
+
+    /// Publishes `value` to `to` as a request and waits up to `timeout` for the reply,
+    /// decoded as an `R`.
+    ///
+    /// The request carries `reply-to` and a fresh `correlation-id`; a handler that
+    /// returns a [`Reply`](crate::Reply) answers it. Every request of this publisher and
+    /// its clones shares one reply subscription (opened by the first request, again by a
+    /// later one if it ended); replies are matched by correlation id, and one that comes
+    /// after its request gave up is dropped (logged at debug). A publisher made with
+    /// [`new`](Self::new) has no broker to read replies from:
+    /// [`RequestError::NoReplies`]. Headers are set with
+    /// [`message`](Self::message)`(…).header(…).request(timeout)`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ruststream::{App, Reply, memory::MemoryBroker};
+    ///
+    /// async fn double(n: u64) -> Reply<u64> {
+    ///     Reply::new(n * 2)
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let running = App::new(MemoryBroker::new()).mount("double", double).start().await?;
+    /// let publisher = running.publisher();
+    /// let answer: u64 = publisher.request("double", &21, Duration::from_secs(5)).await?;
+    /// assert_eq!(answer, 42);
+    /// running.stop().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn request<T, R>(
+        &self,
+        to: impl Into<Address>,
+        value: &T,
+        timeout: Duration,
+    ) -> Result<R, RequestError>
+    where
+        T: Serialize + ?Sized,
+        R: DeserializeOwned,
+    {
+        self.message(to, value).request(timeout).await
+    }
+
+    /// The address this publisher's requests carry as `reply-to`; opens the reply
+    /// subscription if none is open.
+    pub async fn reply_address(&self) -> Result<Address, RequestError> {
+        let inbox = self.inbox.as_ref().ok_or(RequestError::NoReplies)?;
+        match inbox.waiting().await {
+            Ok(waiting) => Ok(waiting.address.clone()),
+            Err(error) => Err(RequestError::Subscribe(error)),
+        }
+    }
+
+    /// Requests waiting for their reply right now (0 before the first request).
+    pub async fn waiting_requests(&self) -> usize {
+        match &self.inbox {
+            Some(inbox) => inbox.waiting_now().await,
+            None => 0,
         }
     }
 
@@ -134,8 +226,8 @@ impl fmt::Debug for Publisher {
 /// A message being built by [`Publisher::message`].
 #[must_use = "a message is sent by `send`"]
 pub struct Outgoing<'a> {
-    publisher: &'a Publisher,
-    to: Address,
+    pub(crate) publisher: &'a Publisher,
+    pub(crate) to: Address,
     message: Result<Message, CodecError>,
 }
 

@@ -99,6 +99,10 @@ impl fmt::Debug for Router {
 pub(crate) trait Endpoint: Send + Sync {
     fn check(&self, app: &AppContext) -> Result<(), ExtractError>;
 
+    /// The handler's payload type, if it takes one.
+    #[cfg_attr(not(feature = "asyncapi"), allow(dead_code))]
+    fn payload_type(&self) -> Option<(std::any::TypeId, &'static str)>;
+
     /// The loops that handle the subscription's deliveries, to be spawned.
     fn serve(
         self: Box<Self>,
@@ -116,6 +120,10 @@ struct Route<H, M> {
 impl<H: Handler<M>, M: 'static> Endpoint for Route<H, M> {
     fn check(&self, app: &AppContext) -> Result<(), ExtractError> {
         H::check(app)
+    }
+
+    fn payload_type(&self) -> Option<(std::any::TypeId, &'static str)> {
+        H::payload_type()
     }
 
     fn serve(

@@ -8,6 +8,9 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+pub mod logs;
+pub mod raw;
+
 use futures_util::StreamExt;
 use ruststream_amqp::{AmqpBroker, ConnectOptions, Settle, SubscribeOptions};
 use ruststream_core::{

@@ -8,6 +8,7 @@ mod capabilities;
 mod failure;
 mod give_back;
 mod publish;
+mod request;
 mod retry;
 mod roundtrip;
 mod settlement;
@@ -17,6 +18,7 @@ pub use capabilities::declared_capabilities;
 pub use failure::{decode_failure_drops, fail_fast_redelivers, panic_skip_acks};
 pub use give_back::failed_copy_gives_back;
 pub use publish::publish_from_handler;
+pub use request::request_reply;
 pub use retry::{
     retry_after_beyond_native_bound, retry_after_delays, retry_attempts_then_dead_letter,
 };

@@ -17,6 +17,7 @@
 //! # }
 //! ```
 
+mod inspect;
 mod queue;
 mod stream;
 
@@ -228,6 +229,10 @@ impl Broker for MemoryBroker {
             if self.connection.is_closed() {
                 return Err(SubscribeError::Closed);
             }
+            // It has no options to configure: a setting meant for another broker.
+            if let Some(setting) = spec.options.settings().first() {
+                return Err(setting.unknown("memory", &[]));
+            }
             let mut state = lock(&self.inner.state);
             let (queue, topic) = if let Some(subscribers) = state.topics.get_mut(&spec.address) {
                 let queue = Arc::new(Queue::new(spec.address.clone()));
@@ -256,6 +261,14 @@ impl Broker for MemoryBroker {
 
     fn publisher(&self) -> Arc<dyn Publish> {
         Arc::new(self.clone_connection())
+    }
+
+    fn facts(&self, _: &SubscribeSpec) -> Option<Capabilities> {
+        Some(self.inner.capabilities)
+    }
+
+    fn inspect(&self) -> Option<&dyn ruststream_core::Inspect> {
+        Some(self)
     }
 
     fn close(&self) -> BoxFuture<'_, ()> {

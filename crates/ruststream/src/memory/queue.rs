@@ -182,6 +182,24 @@ impl Queue {
         }
     }
 
+    /// Up to `max` ready messages with their sequence numbers, oldest first.
+    pub(super) fn browse(&self, max: usize) -> Vec<(u64, Message)> {
+        lock(&self.state)
+            .ready
+            .iter()
+            .take(max)
+            .map(|s| (s.seq, s.message.clone()))
+            .collect()
+    }
+
+    /// Removes the ready messages with these sequence numbers; how many there were.
+    pub(super) fn remove(&self, seqs: &[u64]) -> usize {
+        let mut state = lock(&self.state);
+        let before = state.ready.len();
+        state.ready.retain(|s| !seqs.contains(&s.seq));
+        before - state.ready.len()
+    }
+
     pub(super) fn ready_messages(&self) -> Vec<Message> {
         lock(&self.state)
             .ready

@@ -143,7 +143,7 @@ pub(super) fn settle<H: Handler<M>, M: 'static>(
     let Some((outcome, cause)) = decided else {
         return false;
     };
-    let facts = Facts::of(&delivery, &worker.capabilities());
+    let facts = Facts::of(&delivery, &worker.capabilities()).within(&worker.mount().declaration);
     let plan = worker.plan(&delivery, facts, &outcome, &cause);
     if let Some(settlement) = bare(&outcome, &plan) {
         // The common case: a bare settlement, with nothing to publish, and at most the

@@ -1,0 +1,102 @@
+//! A subscription's options from configuration: the broker URL's query and the mount's
+//! settings (see the crate docs, "Settings from configuration").
+
+use ruststream_core::{Options, Setting, SubscribeError};
+
+use crate::options::{Settle, SubscribeOptions};
+use crate::queue::QueueType;
+
+/// The keys the AMQP broker reads.
+pub(crate) const KEYS: &[&str] = &["credit", "settle", "declare", "counts", "dead_letters"];
+
+/// The options a subscription opens with: typed [`SubscribeOptions`] on the mount win
+/// over every key; a typed [`Settle`] wins over `settle`. Otherwise the settings make
+/// them, the URL's first and the mount's after (a later key wins). Every setting is read
+/// either way: an unknown key or a bad value is an error naming it.
+pub(crate) fn options(
+    options: &Options,
+    url: &[Setting],
+) -> Result<SubscribeOptions, SubscribeError> {
+    let mut configured = SubscribeOptions::new();
+    for setting in url.iter().chain(options.settings()) {
+        configured = apply(configured, setting)?;
+    }
+    let chosen = options
+        .get::<SubscribeOptions>()
+        .copied()
+        .unwrap_or(configured);
+    Ok(match options.get::<Settle>() {
+        Some(settle) => chosen.settle(*settle),
+        None => chosen,
+    })
+}
+
+fn apply(options: SubscribeOptions, setting: &Setting) -> Result<SubscribeOptions, SubscribeError> {
+    Ok(match setting.key.as_str() {
+        "credit" => {
+            let credit: u32 = setting.number()?;
+            if credit == 0 {
+                return Err(setting.invalid("must be at least 1"));
+            }
+            options.credit(credit)
+        }
+        "settle" => match setting.choice(&["at_least_once", "at_most_once"])? {
+            "at_most_once" => options.settle(Settle::AtMostOnce),
+            _ => options.settle(Settle::AtLeastOnce),
+        },
+        "declare" => match setting.choice(&["classic", "quorum", "stream"])? {
+            "quorum" => options.declare(QueueType::Quorum),
+            "stream" => options.declare(QueueType::Stream),
+            _ => options.declare(QueueType::Classic),
+        },
+        "counts" => options.counts(setting.flag()?),
+        "dead_letters" => options.dead_letters(setting.flag()?),
+        _ => return Err(setting.unknown("amqp", KEYS)),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn url(pairs: &[(&str, &str)]) -> Vec<Setting> {
+        pairs
+            .iter()
+            .map(|(k, v)| Setting::new(*k, *v, "url"))
+            .collect()
+    }
+
+    #[test]
+    fn the_mount_overrides_the_url_and_typed_options_win() {
+        let mut mount = Options::default();
+        mount.configure(Setting::new("credit", "8", "env"));
+        let got = options(&mount, &url(&[("credit", "64"), ("declare", "quorum")])).expect("ok");
+        assert_eq!(
+            got,
+            SubscribeOptions::new().credit(8).declare(QueueType::Quorum)
+        );
+        mount.insert(SubscribeOptions::new().credit(2));
+        mount.insert(Settle::AtMostOnce);
+        let got = options(&mount, &url(&[("settle", "at-least-once")])).expect("ok");
+        assert_eq!(
+            got,
+            SubscribeOptions::new().credit(2).settle(Settle::AtMostOnce)
+        );
+    }
+
+    #[test]
+    fn bad_settings_are_named() {
+        for (pairs, says) in [
+            (&[("prefetch", "5")][..], "unknown key for the amqp broker"),
+            (&[("credit", "0")][..], "at least 1"),
+            (&[("credit", "lots")][..], "whole number"),
+            (&[("declare", "lazy")][..], "classic, quorum, stream"),
+            (&[("counts", "perhaps")][..], "true or false"),
+        ] {
+            let error = options(&Options::default(), &url(pairs))
+                .expect_err("refused")
+                .to_string();
+            assert!(error.contains(says), "{pairs:?}: {error}");
+        }
+    }
+}

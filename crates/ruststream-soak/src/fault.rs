@@ -1,0 +1,85 @@
+//! The faults a scenario injects.
+
+use std::str::FromStr;
+
+/// One kind of fault per scenario.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fault {
+    /// None: the baseline (the memory broker's scenario).
+    None,
+    /// A consumer SIGKILLed every 1–3 s and a new process started.
+    Kill,
+    /// The harness's own redis-server SIGKILLed and restarted.
+    RedisKill,
+    /// RabbitMQ 4 restarted (`scripts/rabbitmq4.sh restart`).
+    RabbitRestart,
+    /// Every consumer connection reset by the proxy, every 1–3 s.
+    Reset,
+    /// Every consumer connection black-holed by the proxy for a while, then resumed.
+    BlackHole,
+}
+
+impl Fault {
+    pub(crate) const ALL: [Fault; 6] = [
+        Fault::None,
+        Fault::Kill,
+        Fault::RedisKill,
+        Fault::RabbitRestart,
+        Fault::Reset,
+        Fault::BlackHole,
+    ];
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Fault::None => "none",
+            Fault::Kill => "kill",
+            Fault::RedisKill => "redis-kill",
+            Fault::RabbitRestart => "rabbit-restart",
+            Fault::Reset => "reset",
+            Fault::BlackHole => "black-hole",
+        }
+    }
+
+    pub(crate) fn describe(self) -> &'static str {
+        match self {
+            Fault::None => "no faults (handler failures only)",
+            Fault::Kill => {
+                "consumers SIGKILLed at random every 1–3 s, a new process started each time"
+            }
+            Fault::RedisKill => {
+                "the Redis server SIGKILLed and restarted (its own server, AOF appendfsync always)"
+            }
+            Fault::RabbitRestart => "RabbitMQ 4 restarted (`scripts/rabbitmq4.sh restart`)",
+            Fault::Reset => "every consumer connection reset by a TCP proxy, every 1–3 s",
+            Fault::BlackHole => {
+                "every consumer connection black-holed by a TCP proxy (nothing forwarded, nothing closed), then resumed"
+            }
+        }
+    }
+
+    /// Whether the consumers connect through the harness's proxy.
+    pub(crate) fn proxied(self) -> bool {
+        matches!(self, Fault::Reset | Fault::BlackHole)
+    }
+
+    /// The fewest faults a run injects, even once everything is published.
+    pub(crate) fn at_least(self) -> usize {
+        match self {
+            Fault::None => 0,
+            Fault::RabbitRestart | Fault::BlackHole => 1,
+            Fault::RedisKill => 2,
+            Fault::Kill | Fault::Reset => 3,
+        }
+    }
+}
+
+impl FromStr for Fault {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Fault::ALL
+            .into_iter()
+            .find(|f| f.name() == s)
+            .ok_or_else(|| format!("unknown fault {s}"))
+    }
+}

@@ -1,0 +1,158 @@
+//! The soak and fault harness: numbered messages through real brokers under faults,
+//! counted at the end. `scripts/soak` runs the scenarios; this binary is each of their
+//! processes:
+//!
+//! ```text
+//! ruststream-soak run --form FORM --fault FAULT --n N --rate R --dir DIR [--hole-secs S]
+//!                     [--rare K] [--drain-secs S] [--consumers C]
+//! ruststream-soak consume --url URL --form FORM --address A --dir DIR [--dead]
+//! ruststream-soak produce --url URL --form FORM --address A --dir DIR --n N --rate R
+//! ruststream-soak summary --dir DIR [--commit C]
+//! ```
+//!
+//! Forms: memory, redis-stream, redis-zset, redis-claiming, redis-list, amqp-quorum,
+//! amqp-classic. Faults: none, kill, redis-kill, rabbit-restart, reset, black-hole.
+
+mod args;
+mod consume;
+mod fault;
+mod form;
+mod net;
+mod pending;
+mod produce;
+mod proxy;
+mod record;
+mod run;
+mod scenario;
+mod server;
+mod summary;
+mod tally;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use args::Args;
+use form::Form;
+
+/// Any error, reported at the end.
+pub(crate) type BoxError = Box<dyn std::error::Error>;
+
+fn main() -> ExitCode {
+    let mut argv = std::env::args().skip(1);
+    let command = argv.next().unwrap_or_default();
+    let result = Args::parse(argv).map_err(BoxError::from).and_then(|args| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .map_err(BoxError::from)
+            .and_then(|rt| rt.block_on(dispatch(&command, &args)))
+    });
+    match result {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("soak {command}: {error}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn dispatch(command: &str, args: &Args) -> Result<ExitCode, BoxError> {
+    // The consumers log to files of their own (warnings included: panics and dead
+    // letters are expected there); the driver only prints errors.
+    let level = if command == "run" { "error" } else { "warn" };
+    tracing_subscriber::fmt()
+        .with_ansi(false)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level)),
+        )
+        .with_writer(std::io::stderr)
+        .try_init()
+        .ok();
+    match command {
+        "consume" => {
+            let dead = args.flag("dead");
+            let dir = PathBuf::from(args.string("dir")?);
+            let role = if dead { "dead" } else { "main" };
+            let log = dir.join(format!("{role}-{}.log", std::process::id()));
+            let form: Form = args.get("form")?;
+            consume::run(
+                &args.string("url")?,
+                form,
+                &args.string("address")?,
+                dead,
+                &log,
+            )
+            .await?;
+        }
+        "produce" => {
+            let form: Form = args.get("form")?;
+            produce::run(
+                &args.string("url")?,
+                form,
+                &args.string("address")?,
+                args.get("n")?,
+                args.get("rate")?,
+            )
+            .await?;
+        }
+        "run" => {
+            let plan = scenario::Plan {
+                form: args.get("form")?,
+                fault: args.get("fault")?,
+                n: args.get("n")?,
+                rate: args.get_or("rate", 1_000)?,
+                hole: Duration::from_secs(args.get_or("hole-secs", 5)?),
+                rare_faults: args.get_or("rare", 1)?,
+                drain: Duration::from_secs(args.get_or("drain-secs", 90)?),
+                consumers: args.get_or("consumers", 2)?,
+                dir: PathBuf::from(args.string("dir")?),
+            };
+            let report = scenario::run(plan).await?;
+            let t = &report.tally;
+            println!(
+                "soak {} / {}: published {}, handled {}, dead-lettered {} (+{} rejected originals \
+                 dead-lettered by the broker), lost {}, \
+                 in-process delayed copies lost on crash {}, duplicates {}, still pending {}, \
+                 faults {}, recovery median {:?} ms max {:?} ms, {} s: {}",
+                report.form,
+                report.fault,
+                t.published,
+                t.handled,
+                t.dead,
+                t.rejected_dead,
+                t.lost_other,
+                t.lost_delayed,
+                t.duplicates,
+                report.pending,
+                report.faults,
+                t.recovery_median_ms,
+                t.recovery_max_ms,
+                report.seconds,
+                if report.passed() { "ok" } else { "FAILED" },
+            );
+            if !t.lost_other_ids.is_empty() {
+                println!("  lost ids (first 20): {:?}", t.lost_other_ids);
+            }
+            if !report.passed() {
+                return Ok(ExitCode::FAILURE);
+            }
+        }
+        "summary" => {
+            let reports = summary::reports(&PathBuf::from(args.string("dir")?))?;
+            let commit = args.get_or("commit", String::from("?"))?;
+            print!("{}", summary::markdown(&reports, &commit));
+            if reports.iter().any(|r| !r.passed()) {
+                return Ok(ExitCode::FAILURE);
+            }
+        }
+        other => {
+            return Err(
+                format!("unknown command {other:?} (run, consume, produce, summary)").into(),
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,125 @@
+//! What is still on the server at the end of a run, asked with the brokers' own tools
+//! (`redis-cli`, `rabbitmqctl` through `scripts/rabbitmq4.sh ctl`), and the clean-up of a
+//! run's keys and queues.
+
+use std::io;
+use std::process::{Command, Stdio};
+
+use crate::consume::dead_letter_of;
+use crate::form::Form;
+
+/// Runs `redis-cli -u URL ARGS…` and returns its output.
+pub(crate) fn redis_cli(url: &str, args: &[&str]) -> io::Result<String> {
+    let out = Command::new("redis-cli")
+        .args(["-u", url])
+        .args(args)
+        .stderr(Stdio::null())
+        .output()?;
+    if !out.status.success() {
+        return Err(io::Error::other(format!("redis-cli {args:?} failed")));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn number(text: &str) -> u64 {
+    text.trim().parse().unwrap_or(0)
+}
+
+/// `pending + lag` of the group `ruststream` of a stream (0 if there is none).
+fn stream_backlog(url: &str, stream: &str) -> io::Result<u64> {
+    let out = redis_cli(url, &["XINFO", "GROUPS", stream])?;
+    if out.starts_with("ERR") {
+        return Ok(0); // no such key: nothing was ever published or read
+    }
+    let lines: Vec<&str> = out.lines().collect();
+    let mut total = 0;
+    for pair in lines.windows(2) {
+        if pair[0] == "pending" || pair[0] == "lag" {
+            total += number(pair[1]);
+        }
+    }
+    Ok(total)
+}
+
+fn scan(url: &str, pattern: &str) -> io::Result<Vec<String>> {
+    let out = redis_cli(url, &["--scan", "--pattern", pattern])?;
+    Ok(out.lines().map(str::to_owned).collect())
+}
+
+/// Messages still on Redis: not yet read, read and not acked, waiting in the delay
+/// queue or in a processing list, on the address and on its dead letter.
+pub(crate) fn redis(url: &str, form: Form, address: &str) -> io::Result<u64> {
+    let mut total = stream_backlog(url, &dead_letter_of(address))?;
+    match form {
+        Form::RedisList => {
+            total += number(&redis_cli(url, &["LLEN", address])?);
+            for key in scan(url, &format!("{{{address}}}:processing:*"))? {
+                total += number(&redis_cli(url, &["LLEN", &key])?);
+            }
+        }
+        _ => {
+            total += stream_backlog(url, address)?;
+            total += number(&redis_cli(
+                url,
+                &["ZCARD", &format!("{{{address}}}:delayed")],
+            )?);
+        }
+    }
+    Ok(total)
+}
+
+/// Deletes every key of a run.
+pub(crate) fn redis_clean(url: &str, address: &str) -> io::Result<()> {
+    let keys = scan(url, &format!("*{address}*"))?;
+    for chunk in keys.chunks(100) {
+        let mut args = vec!["DEL"];
+        args.extend(chunk.iter().map(String::as_str));
+        redis_cli(url, &args)?;
+    }
+    Ok(())
+}
+
+/// `scripts/rabbitmq4.sh ctl ARGS…` (from the repository's root).
+pub(crate) fn rabbit_ctl(args: &[&str]) -> io::Result<String> {
+    let out = Command::new("scripts/rabbitmq4.sh")
+        .arg("ctl")
+        .args(args)
+        .stderr(Stdio::null())
+        .output()?;
+    if !out.status.success() {
+        return Err(io::Error::other(format!(
+            "rabbitmq4.sh ctl {args:?} failed"
+        )));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Messages (ready and unacknowledged) in the run's queue and its dead letter.
+pub(crate) fn amqp(address: &str) -> io::Result<u64> {
+    let out = rabbit_ctl(&["-q", "list_queues", "name", "messages"])?;
+    let dead = dead_letter_of(address);
+    Ok(out
+        .lines()
+        .filter_map(|line| line.split_once('\t'))
+        .filter(|(name, _)| *name == address || *name == dead)
+        .map(|(_, n)| number(n))
+        .sum())
+}
+
+/// Deletes the run's queues.
+pub(crate) fn amqp_clean(address: &str) -> io::Result<()> {
+    rabbit_ctl(&["-q", "delete_queue", address])?;
+    rabbit_ctl(&["-q", "delete_queue", &dead_letter_of(address)])?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_default_to_zero() {
+        assert_eq!(number(" 12\n"), 12);
+        assert_eq!(number(""), 0);
+    }
+}

@@ -1,0 +1,393 @@
+//! A scenario on a real broker: the consumer and producer processes, the fault's
+//! machinery (the proxy, the harness's own redis-server), and what happened.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::process::{Child, Command};
+use tokio::time::Instant;
+
+use crate::BoxError;
+use crate::fault::Fault;
+use crate::net::{back_up, host_port, via};
+use crate::pending;
+use crate::proxy::Proxy;
+use crate::record::now_ms;
+use crate::scenario::{Plan, Report, report};
+use crate::server::RedisServer;
+use crate::tally::Logs;
+
+/// A run on a real broker: processes, the fault's machinery, and what happened.
+pub(crate) struct Run<'a> {
+    plan: &'a Plan,
+    address: &'a str,
+    dir: &'a Path,
+    /// The URL the producer and the dead-letter consumer use.
+    direct: String,
+    /// The URL the service's consumers use (through the proxy if there is one).
+    consumer_url: String,
+    proxy: Option<Proxy>,
+    server: Option<RedisServer>,
+    consumers: Vec<Child>,
+    dead: Option<Child>,
+    kills: Vec<(u32, u64)>,
+    fault_ends: Vec<u64>,
+    dice: u64,
+    /// This binary, found once at the start: a rebuild during the run replaces the file,
+    /// and `current_exe` would then name a deleted one.
+    exe: PathBuf,
+}
+
+impl<'a> Run<'a> {
+    pub(crate) async fn new(
+        plan: &'a Plan,
+        address: &'a str,
+        dir: &'a Path,
+    ) -> Result<Self, BoxError> {
+        let mut server = None;
+        let base = if plan.form.is_redis() {
+            if plan.fault == Fault::RedisKill {
+                let own = RedisServer::start(dir.join("redis-data"))?;
+                let url = own.url();
+                server = Some(own);
+                url
+            } else {
+                std::env::var("RUSTSTREAM_REDIS_URL")
+                    .unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
+            }
+        } else {
+            std::env::var("RUSTSTREAM_AMQP_URL")
+                .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5673".into())
+        };
+        let mut proxy = None;
+        let mut consumer_url = base.clone();
+        if plan.fault.proxied() {
+            let p = Proxy::start(host_port(&base).to_owned()).await?;
+            consumer_url = via(&base, p.port);
+            proxy = Some(p);
+        }
+        Ok(Self {
+            plan,
+            address,
+            dir,
+            direct: base,
+            consumer_url,
+            proxy,
+            server,
+            consumers: Vec::new(),
+            dead: None,
+            kills: Vec::new(),
+            fault_ends: Vec::new(),
+            dice: now_ms() | 1,
+            exe: std::env::current_exe()?,
+        })
+    }
+
+    fn spawn(&self, role: &str, url: &str, extra: &[&str]) -> Result<Child, BoxError> {
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join(format!("{role}.out")))?;
+        let child = Command::new(&self.exe)
+            .arg(role)
+            .args([
+                "--url",
+                url,
+                "--form",
+                self.plan.form.name(),
+                "--address",
+                self.address,
+            ])
+            .arg("--dir")
+            .arg(self.dir)
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(out)
+            .kill_on_drop(true)
+            .spawn()?;
+        Ok(child)
+    }
+
+    fn spawn_consumer(&self, dead: bool) -> Result<Child, BoxError> {
+        if dead {
+            self.spawn("consume", &self.direct, &["--dead"])
+        } else {
+            self.spawn("consume", &self.consumer_url, &[])
+        }
+    }
+
+    /// Waits until the consumer `pid` has subscribed (it writes `ROLE-PID.ready`).
+    async fn ready(&self, child: &mut Child, role: &str) -> Result<(), BoxError> {
+        let pid = child.id().ok_or("consumer exited")?;
+        let path = self.dir.join(format!("{role}-{pid}.ready"));
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !path.exists() {
+            if let Some(status) = child.try_wait()? {
+                return Err(format!(
+                    "{role} consumer exited ({status}); see {}",
+                    self.dir.display()
+                )
+                .into());
+            }
+            if Instant::now() > deadline {
+                return Err(format!("{role} consumer not ready after 60 s").into());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Ok(())
+    }
+
+    /// A number in `0..n`.
+    fn roll(&mut self, n: u64) -> u64 {
+        self.dice ^= self.dice << 13;
+        self.dice ^= self.dice >> 7;
+        self.dice ^= self.dice << 17;
+        self.dice % n.max(1)
+    }
+
+    pub(crate) async fn go(mut self) -> Result<Report, BoxError> {
+        let mut dead = self.spawn_consumer(true)?;
+        self.ready(&mut dead, "dead").await?;
+        self.dead = Some(dead);
+        for _ in 0..self.plan.consumers {
+            let mut consumer = self.spawn_consumer(false)?;
+            self.ready(&mut consumer, "main").await?;
+            self.consumers.push(consumer);
+        }
+        let (n, rate) = (self.plan.n.to_string(), self.plan.rate.to_string());
+        let mut producer = self.spawn(
+            "produce",
+            &self.direct.clone(),
+            &["--n", &n, "--rate", &rate],
+        )?;
+        let t0 = Instant::now();
+        let (published, failures) = self.faults(&mut producer).await?;
+        let produced = t0.elapsed();
+        let drained = self.drain(published).await?;
+        let pending = self.pending()?;
+        if !drained {
+            eprintln!(
+                "soak: {}: not everything settled within {:?}",
+                self.address, self.plan.drain
+            );
+        }
+        let settled = t0.elapsed();
+        self.stop().await;
+        eprintln!(
+            "soak: {}: produced and faults done {:.1} s, settled {:.1} s, stopped {:.1} s",
+            self.address,
+            produced.as_secs_f64(),
+            settled.as_secs_f64(),
+            t0.elapsed().as_secs_f64()
+        );
+        let mut out = report(self.plan);
+        out.faults = self.fault_ends.len() as u64;
+        out.kills = self.kills.len() as u64;
+        out.publish_failures = failures;
+        out.pending = pending;
+        out.tally = self.logs()?.tally(
+            published,
+            &self.kills,
+            &self.fault_ends,
+            self.plan.form.delays_in_process(),
+        );
+        if out.tally.lost_other == 0 && pending == 0 {
+            self.clean();
+        } else {
+            eprintln!(
+                "soak: {}: keys and queues kept for inspection",
+                self.address
+            );
+        }
+        Ok(out)
+    }
+
+    /// Injects the fault until the producer is done and at least the fault's minimum
+    /// count was injected. Returns what the producer published.
+    async fn faults(&mut self, producer: &mut Child) -> Result<(u64, u64), BoxError> {
+        let mut stdout = producer.stdout.take().ok_or("producer stdout")?;
+        let collect = tokio::spawn(async move {
+            let mut text = String::new();
+            let _ = tokio::io::AsyncReadExt::read_to_string(&mut stdout, &mut text).await;
+            text
+        });
+        let mut done = None;
+        let rare = self.plan.rare_faults.max(self.plan.fault.at_least());
+        loop {
+            let wait = match self.plan.fault {
+                Fault::None => Duration::from_secs(3600),
+                Fault::Kill | Fault::Reset => Duration::from_millis(1_000 + self.roll(2_000)),
+                Fault::RedisKill => Duration::from_millis(3_000 + self.roll(2_000)),
+                Fault::RabbitRestart => {
+                    Duration::from_secs(if self.fault_ends.is_empty() { 2 } else { 20 })
+                }
+                Fault::BlackHole => {
+                    Duration::from_secs(if self.fault_ends.is_empty() { 1 } else { 10 })
+                }
+            };
+            let enough = self.fault_ends.len() >= self.plan.fault.at_least();
+            let rare_spent = matches!(self.plan.fault, Fault::RabbitRestart | Fault::BlackHole)
+                && self.fault_ends.len() >= rare;
+            if done.is_some() && (enough || self.plan.fault == Fault::None) {
+                break;
+            }
+            tokio::select! {
+                status = producer.wait(), if done.is_none() => {
+                    let status = status?;
+                    if !status.success() {
+                        return Err(format!("producer failed ({status}); see {}", self.dir.display()).into());
+                    }
+                    done = Some(());
+                }
+                () = tokio::time::sleep(wait), if !rare_spent => self.inject().await?,
+            }
+            if done.is_some() && rare_spent {
+                break;
+            }
+        }
+        let text = collect.await?;
+        let mut words = text.split_whitespace();
+        let published = words
+            .nth(1)
+            .and_then(|n| n.parse().ok())
+            .ok_or("producer said nothing")?;
+        let failures = words.nth(1).and_then(|n| n.parse().ok()).unwrap_or(0);
+        Ok((published, failures))
+    }
+
+    async fn inject(&mut self) -> Result<(), BoxError> {
+        match self.plan.fault {
+            Fault::None => {}
+            Fault::Kill => {
+                let i = self.roll(self.consumers.len() as u64) as usize;
+                let mut victim = self.consumers.swap_remove(i);
+                let pid = victim.id().ok_or("consumer gone")?;
+                victim.start_kill()?;
+                let at = now_ms();
+                let _ = victim.wait().await;
+                self.kills.push((pid, at));
+                self.consumers.push(self.spawn_consumer(false)?);
+                self.fault_ends.push(now_ms());
+            }
+            Fault::RedisKill => {
+                let server = self.server.as_mut().ok_or("no server")?;
+                server.kill();
+                tokio::time::sleep(Duration::from_millis(1_000)).await;
+                server.restart()?;
+                self.fault_ends.push(now_ms());
+            }
+            Fault::RabbitRestart => {
+                let restart = Command::new("scripts/rabbitmq4.sh")
+                    .arg("restart")
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status();
+                // The node takes connections again before the script is done (it waits
+                // for the boot and imports definitions): the fault ends when the AMQP
+                // port, gone for the restart, answers again.
+                let (status, back) =
+                    tokio::join!(restart, back_up(host_port(&self.direct).to_owned()));
+                if !status?.success() {
+                    return Err("scripts/rabbitmq4.sh restart failed".into());
+                }
+                self.fault_ends.push(back.unwrap_or_else(now_ms));
+            }
+            Fault::Reset => {
+                if let Some(proxy) = &self.proxy {
+                    proxy.reset();
+                }
+                self.fault_ends.push(now_ms());
+            }
+            Fault::BlackHole => {
+                if let Some(proxy) = &self.proxy {
+                    proxy.black_hole(true);
+                    tokio::time::sleep(self.plan.hole).await;
+                    proxy.black_hole(false);
+                }
+                self.fault_ends.push(now_ms());
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits until every published id is handled or dead-lettered (but the delayed
+    /// copies lost with killed processes) and nothing is left on the server, or the
+    /// drain time is over.
+    async fn drain(&self, published: u64) -> Result<bool, BoxError> {
+        let deadline = Instant::now() + self.plan.drain;
+        let every = if self.plan.form.is_amqp() { 3 } else { 1 };
+        let mut quiet_since: Option<Instant> = None;
+        while Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_secs(every)).await;
+            let tally = self.logs()?.tally(
+                published,
+                &self.kills,
+                &[],
+                self.plan.form.delays_in_process(),
+            );
+            let settled = tally.lost_other == 0 && self.pending().unwrap_or(1) == 0;
+            match (settled, quiet_since) {
+                // Two seconds more, for late duplicates.
+                (true, Some(since)) if since.elapsed() >= Duration::from_secs(2) => {
+                    return Ok(true);
+                }
+                (true, None) => quiet_since = Some(Instant::now()),
+                (false, _) => quiet_since = None,
+                _ => {}
+            }
+        }
+        Ok(false)
+    }
+
+    fn logs(&self) -> std::io::Result<Logs> {
+        let logs = Logs::read(self.dir)?;
+        Ok(if self.plan.form.broker_dead_letters() {
+            logs.count_broker_dead_letters()
+        } else {
+            logs
+        })
+    }
+
+    fn pending(&self) -> Result<u64, BoxError> {
+        Ok(if self.plan.form.is_amqp() {
+            pending::amqp(self.address)?
+        } else {
+            pending::redis(&self.direct, self.plan.form, self.address)?
+        })
+    }
+
+    /// SIGTERM to every consumer (a graceful stop), SIGKILL after 20 s.
+    async fn stop(&mut self) {
+        let mut all: Vec<Child> = self.consumers.drain(..).chain(self.dead.take()).collect();
+        for child in &all {
+            if let Some(pid) = child.id() {
+                let _ = Command::new("kill")
+                    .args(["-TERM", &pid.to_string()])
+                    .status()
+                    .await;
+            }
+        }
+        for child in &mut all {
+            if tokio::time::timeout(Duration::from_secs(20), child.wait())
+                .await
+                .is_err()
+            {
+                let _ = child.start_kill();
+                let _ = child.wait().await;
+            }
+        }
+    }
+
+    fn clean(&self) {
+        let result = if self.plan.form.is_amqp() {
+            pending::amqp_clean(self.address)
+        } else {
+            pending::redis_clean(&self.direct, self.address)
+        };
+        if let Err(error) = result {
+            eprintln!("soak: clean-up of {}: {error}", self.address);
+        }
+    }
+}

@@ -1,0 +1,147 @@
+//! One scenario: a form, a fault, N messages. Starts the consumers and the producer as
+//! processes of their own, injects the fault while the producer runs, waits for the
+//! messages to settle, stops everything and counts.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use ruststream::App;
+use ruststream::memory::MemoryBroker;
+use tokio::time::Instant;
+
+use crate::BoxError;
+use crate::consume::{Soak, dead_service, quiet_planned_panics, service};
+use crate::fault::Fault;
+use crate::form::Form;
+use crate::record::{EventLog, now_ms};
+use crate::run::Run;
+use crate::tally::{Logs, Tally};
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub(crate) struct Plan {
+    pub(crate) form: Form,
+    pub(crate) fault: Fault,
+    pub(crate) n: u64,
+    pub(crate) rate: u64,
+    /// How long a black hole lasts.
+    pub(crate) hole: Duration,
+    /// How many RabbitMQ restarts or black holes at most.
+    pub(crate) rare_faults: usize,
+    /// How long to wait for everything to settle once the producer is done.
+    pub(crate) drain: Duration,
+    /// The service's consumer processes.
+    pub(crate) consumers: usize,
+    /// Where the run's logs go (a directory of its own is made in it).
+    pub(crate) dir: PathBuf,
+}
+
+/// What a run found.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Report {
+    pub(crate) form: String,
+    pub(crate) fault: String,
+    pub(crate) n: u64,
+    pub(crate) rate: u64,
+    pub(crate) faults: u64,
+    pub(crate) kills: u64,
+    pub(crate) publish_failures: u64,
+    pub(crate) pending: u64,
+    pub(crate) seconds: u64,
+    pub(crate) date: String,
+    pub(crate) tally: Tally,
+}
+
+impl Report {
+    /// A run passes when nothing was lost but the in-process delayed copies of killed
+    /// processes, and nothing is left on the server.
+    pub(crate) fn passed(&self) -> bool {
+        self.tally.lost_other == 0 && self.pending == 0 && self.tally.published == self.n
+    }
+}
+
+/// Runs a scenario and writes `report.json` into its directory.
+pub(crate) async fn run(mut plan: Plan) -> Result<Report, BoxError> {
+    if plan.fault == Fault::RabbitRestart {
+        // A restart takes RabbitMQ down some 15 s after it is asked for: publish for at
+        // least a minute, so that messages still flow when it goes down and comes back.
+        plan.rate = plan.rate.min((plan.n / 60).max(1));
+    }
+    let name = format!(
+        "{}-{}-{}-{}",
+        plan.form.name(),
+        plan.fault.name(),
+        std::process::id(),
+        now_ms()
+    );
+    let address = format!("soak-{name}");
+    let dir = plan.dir.join(&name);
+    std::fs::create_dir_all(&dir)?;
+    let started = Instant::now();
+    let mut report = if plan.form == Form::Memory {
+        memory(&plan, &address, &dir).await?
+    } else {
+        Run::new(&plan, &address, &dir).await?.go().await?
+    };
+    report.seconds = started.elapsed().as_secs();
+    std::fs::write(dir.join("report.json"), serde_json::to_vec_pretty(&report)?)?;
+    Ok(report)
+}
+
+/// An empty report of `plan`.
+pub(crate) fn report(plan: &Plan) -> Report {
+    Report {
+        form: plan.form.name().to_owned(),
+        fault: plan.fault.name().to_owned(),
+        n: plan.n,
+        rate: plan.rate,
+        faults: 0,
+        kills: 0,
+        publish_failures: 0,
+        pending: 0,
+        seconds: 0,
+        date: crate::record::today(),
+        tally: Tally::default(),
+    }
+}
+
+/// The memory broker's run: producer, service and dead-letter consumer in this process.
+async fn memory(plan: &Plan, address: &str, dir: &Path) -> Result<Report, BoxError> {
+    quiet_planned_panics();
+    let broker = MemoryBroker::new();
+    let pid = std::process::id();
+    let app = service(
+        App::new(broker.clone()),
+        plan.form,
+        address,
+        Soak::new(EventLog::create(&dir.join(format!("main-{pid}.log")))?),
+    );
+    let app = dead_service(
+        app,
+        plan.form,
+        address,
+        Soak::new(EventLog::create(&dir.join(format!("dead-{pid}.log")))?),
+    );
+    let running = app.start().await?;
+    let publisher = ruststream::core::Broker::publisher(&broker);
+    let produced = crate::produce::produce(publisher, address, plan.n, plan.rate).await;
+    let deadline = Instant::now() + plan.drain;
+    while Instant::now() < deadline {
+        let logs = Logs::read(dir)?;
+        if logs.missing(produced.published).is_empty() && broker.is_idle() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let pending: usize = broker
+        .snapshot()
+        .iter()
+        .map(|s| s.ready + s.unsettled + s.delayed)
+        .sum();
+    running.stop().await?;
+    let mut out = report(plan);
+    out.pending = pending as u64;
+    out.publish_failures = produced.failures;
+    out.tally = Logs::read(dir)?.tally(produced.published, &[], &[], false);
+    Ok(out)
+}

@@ -1,0 +1,222 @@
+//! Counting a run from its event logs: handled, dead-lettered, lost (and why),
+//! duplicates, and the time from each fault to the next handled message.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use crate::consume::MAX_ATTEMPTS;
+use crate::record::{Event, Kind};
+
+/// The last thing recorded of one id.
+#[derive(Clone, Copy, Debug)]
+struct Last {
+    event: Event,
+    pid: u32,
+}
+
+/// Everything the logs of a run say.
+#[derive(Debug, Default)]
+pub(crate) struct Logs {
+    handled: HashMap<u64, u32>,
+    dead: HashMap<u64, u32>,
+    broker_dead: HashMap<u64, u32>,
+    last: HashMap<u64, Last>,
+    /// The times of every `H` event, sorted.
+    handled_at: Vec<u64>,
+}
+
+impl Logs {
+    /// Reads every `main-PID.log` and `dead-PID.log` of `dir`.
+    pub(crate) fn read(dir: &Path) -> std::io::Result<Self> {
+        let mut logs = Self::default();
+        for entry in std::fs::read_dir(dir)? {
+            let path = entry?.path();
+            let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+                continue;
+            };
+            let Some(pid) = name
+                .strip_suffix(".log")
+                .and_then(|n| n.strip_prefix("main-").or_else(|| n.strip_prefix("dead-")))
+                .and_then(|pid| pid.parse().ok())
+            else {
+                continue;
+            };
+            let text = std::fs::read_to_string(&path)?;
+            for event in text.lines().filter_map(Event::parse) {
+                logs.add(event, pid);
+            }
+        }
+        logs.handled_at.sort_unstable();
+        Ok(logs)
+    }
+
+    fn add(&mut self, event: Event, pid: u32) {
+        match event.kind {
+            Kind::Handled => {
+                *self.handled.entry(event.id).or_default() += 1;
+                self.handled_at.push(event.at_ms);
+            }
+            Kind::Dead => *self.dead.entry(event.id).or_default() += 1,
+            Kind::BrokerDead => *self.broker_dead.entry(event.id).or_default() += 1,
+            _ => {}
+        }
+        if event.kind == Kind::BrokerDead {
+            return; // not a step of the message's own history
+        }
+        let newer = self
+            .last
+            .get(&event.id)
+            .is_none_or(|last| last.event.at_ms <= event.at_ms);
+        if newer {
+            self.last.insert(event.id, Last { event, pid });
+        }
+    }
+
+    /// The ids of `0..published` neither handled nor dead-lettered.
+    pub(crate) fn missing(&self, published: u64) -> Vec<u64> {
+        (0..published)
+            .filter(|id| !self.handled.contains_key(id) && !self.dead.contains_key(id))
+            .collect()
+    }
+
+    /// Moves what the broker dead-lettered itself in with the dead letters: on a form
+    /// where that is how spent messages get there.
+    pub(crate) fn count_broker_dead_letters(mut self) -> Self {
+        for (id, n) in std::mem::take(&mut self.broker_dead) {
+            *self.dead.entry(id).or_default() += n;
+        }
+        self
+    }
+
+    /// Counts the run. `kills` are the processes SIGKILLed (pid, when, ms), `faults` the
+    /// times each fault ended, `delays_in_process` whether the form's `retry_after` is a
+    /// copy held in the process.
+    pub(crate) fn tally(
+        &self,
+        published: u64,
+        kills: &[(u32, u64)],
+        faults: &[u64],
+        delays_in_process: bool,
+    ) -> Tally {
+        let missing = self.missing(published);
+        let (lost_delayed, lost_other): (Vec<u64>, Vec<u64>) = missing
+            .into_iter()
+            .partition(|id| delays_in_process && self.delayed_copy_killed(*id, kills));
+        let records: u64 = self
+            .handled
+            .values()
+            .chain(self.dead.values())
+            .map(|&n| u64::from(n))
+            .sum();
+        let unique = self.handled.len() as u64
+            + self
+                .dead
+                .keys()
+                .filter(|id| !self.handled.contains_key(id))
+                .count() as u64;
+        let mut recoveries: Vec<u64> = faults
+            .iter()
+            .filter_map(|&at| {
+                let i = self.handled_at.partition_point(|&h| h <= at);
+                self.handled_at.get(i).map(|&h| h - at)
+            })
+            .collect();
+        recoveries.sort_unstable();
+        Tally {
+            published,
+            handled: self.handled.len() as u64,
+            dead: self.dead.len() as u64,
+            rejected_dead: self.broker_dead.len() as u64,
+            lost_delayed: lost_delayed.len() as u64,
+            lost_other: lost_other.len() as u64,
+            lost_other_ids: lost_other.into_iter().take(20).collect(),
+            duplicates: records - unique,
+            faults_without_recovery: (faults.len() - recoveries.len()) as u64,
+            recovery_median_ms: recoveries.get(recoveries.len() / 2).copied(),
+            recovery_max_ms: recoveries.last().copied(),
+        }
+    }
+
+    /// Whether the last thing recorded of `id` is a `retry_after` below the cap, in a
+    /// process killed within a second after it: the delayed copy was still in that
+    /// process (it is published 50 ms later) when it died.
+    fn delayed_copy_killed(&self, id: u64, kills: &[(u32, u64)]) -> bool {
+        let Some(last) = self.last.get(&id) else {
+            return false;
+        };
+        last.event.kind == Kind::Delayed
+            && last.event.attempt < MAX_ATTEMPTS
+            && kills.iter().any(|&(pid, at)| {
+                pid == last.pid && at >= last.event.at_ms && at - last.event.at_ms < 1_000
+            })
+    }
+}
+
+/// The figures of one run.
+#[derive(Debug, Default, Clone, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Tally {
+    pub(crate) published: u64,
+    pub(crate) handled: u64,
+    pub(crate) dead: u64,
+    /// Ids the broker dead-lettered on its own on a form where that is not how spent
+    /// messages get there (rejected originals of `retry_after` copies): not counted as
+    /// dead-lettered, so they hide no loss.
+    #[serde(default)]
+    pub(crate) rejected_dead: u64,
+    /// In-process delayed copies lost with a killed process (by design).
+    pub(crate) lost_delayed: u64,
+    /// Every other loss: must be 0.
+    pub(crate) lost_other: u64,
+    pub(crate) lost_other_ids: Vec<u64>,
+    pub(crate) duplicates: u64,
+    pub(crate) faults_without_recovery: u64,
+    pub(crate) recovery_median_ms: Option<u64>,
+    pub(crate) recovery_max_ms: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(kind: Kind, id: u64, attempt: u32, at_ms: u64) -> Event {
+        Event {
+            kind,
+            id,
+            attempt,
+            at_ms,
+        }
+    }
+
+    #[test]
+    fn losses_are_told_apart() {
+        let mut logs = Logs::default();
+        logs.add(ev(Kind::Handled, 0, 1, 100), 1);
+        logs.add(ev(Kind::Handled, 0, 1, 200), 2); // a duplicate
+        logs.add(ev(Kind::Delayed, 1, 1, 300), 1); // pid 1 killed at 320: lost by design
+        logs.add(ev(Kind::Delayed, 2, 1, 300), 2); // pid 2 never killed: a real loss
+        logs.add(ev(Kind::Retry, 3, 5, 300), 1); // spent and dead-lettered
+        logs.add(ev(Kind::Dead, 3, 1, 310), 9);
+        logs.add(ev(Kind::Handled, 5, 1, 1_000), 2);
+        logs.add(ev(Kind::BrokerDead, 4, 1, 1_100), 9); // a rejected original: no alibi
+        logs.handled_at.sort_unstable();
+        let t = logs.tally(5, &[(1, 320)], &[150, 320, 5_000], true);
+        assert_eq!(
+            (t.handled, t.dead, t.duplicates, t.rejected_dead),
+            (2, 1, 1, 1)
+        );
+        assert_eq!((t.lost_delayed, t.lost_other), (1, 2)); // ids 2 and 4
+        assert_eq!(t.lost_other_ids, [2, 4]);
+        assert_eq!(
+            (t.recovery_median_ms, t.recovery_max_ms),
+            (Some(680), Some(680))
+        );
+        assert_eq!(t.faults_without_recovery, 1);
+        // On a form whose delays are durable, the same record is a real loss.
+        assert_eq!(logs.tally(5, &[(1, 320)], &[], false).lost_other, 3);
+        // Where the broker dead-letters spent messages itself, its dead letters count.
+        let t = logs
+            .count_broker_dead_letters()
+            .tally(5, &[(1, 320)], &[], true);
+        assert_eq!((t.dead, t.lost_other, t.rejected_dead), (2, 1, 0));
+    }
+}
