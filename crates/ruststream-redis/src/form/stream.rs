@@ -179,11 +179,15 @@ impl StreamReader {
                     after.to_string(),
                 )
                 .await?;
-            let entries = reply::xread(value).map_err(protocol)?;
+            let mut entries = reply::xread(value).map_err(protocol)?;
             match entries.last() {
                 None => self.phase = Phase::New,
                 Some(last) => {
                     self.phase = Phase::Pending(last.id);
+                    // Entries already in hand (taken over from a consumer that went away,
+                    // or taken back, before this first pass reached them) are not handed
+                    // out twice.
+                    entries.retain(|e| !self.held.contains(e.id));
                     return Ok(self.counted(entries).await);
                 }
             }
