@@ -115,4 +115,8 @@ impl<H: Handler<M>, M: 'static> Handler<M> for Layered<H> {
     fn stack(&self) -> Option<&Stack> {
         Some(&self.stack)
     }
+
+    fn payload_type() -> Option<(std::any::TypeId, &'static str)> {
+        H::payload_type()
+    }
 }
