@@ -14,7 +14,11 @@
 //! cargo run -p demo -- --broker redis://127.0.0.1:6379 dead-letters list demo.orders.dead
 //! cargo run -p demo -- asyncapi --format yaml   # its AsyncAPI 3.0 document
 //! cargo run -p demo -- --help
+//! RUSTSTREAM_HTTP_PORT=9090 cargo run -p demo   # also serves /metrics, /ready, /health
 //! ```
+//!
+//! Given a port (`RUSTSTREAM_HTTP_PORT`), the demo serves its metrics and readiness on
+//! 127.0.0.1 and runs on after the settlements until Ctrl-C.
 //!
 //! Two variables change its addresses and mounts, for trying the dead-letter tools
 //! (and for the tests): `DEMO_PREFIX` goes before both addresses (`DEMO_PREFIX=t1.`:
@@ -157,6 +161,17 @@ async fn run(
     mut settled: mpsc::UnboundedReceiver<String>,
 ) -> Result<(), String> {
     println!("demo on the {} broker", app.broker().name());
+    let app = match std::env::var("RUSTSTREAM_HTTP_PORT")
+        .ok()
+        .as_deref()
+        .map(str::parse::<u16>)
+    {
+        None => app,
+        Some(Ok(port)) => app
+            .metrics(&ruststream::observe::Metrics::new())
+            .http(std::net::SocketAddr::from(([127, 0, 0, 1], port))),
+        Some(Err(error)) => return Err(format!("RUSTSTREAM_HTTP_PORT: {error}")),
+    };
     let publisher = app.publisher();
     let running = app.start().await.map_err(|e| e.to_string())?;
 
@@ -189,6 +204,14 @@ async fn run(
             }
             _ => break,
         }
+    }
+    if let Some(addr) = running.http_addr() {
+        println!("demo: serving http://{addr}/metrics, /ready, /health; Ctrl-C to stop");
+        let _ = tokio::signal::ctrl_c().await;
+    }
+    if let Some(addr) = running.http_addr() {
+        println!("demo: serving http://{addr}/metrics, /ready, /health; Ctrl-C to stop");
+        let _ = tokio::signal::ctrl_c().await;
     }
     let result = running.stop().await;
     println!("demo: {seen} of {expected} settlements seen");

@@ -77,6 +77,7 @@ pub(crate) async fn subscribe(
     let (commands_tx, commands) = mpsc::unbounded_channel();
     let (out, deliveries) = mpsc::unbounded_channel();
     let link = Arc::new(AtomicU64::new(0));
+    let attached = ruststream_core::Attached::new();
     let acker = Arc::new(AmqpAcker::new(
         commands_tx.clone(),
         link.clone(),
@@ -92,6 +93,7 @@ pub(crate) async fn subscribe(
         out,
         acker,
         link,
+        attached: attached.clone(),
     };
     let task_link = task.link.clone();
     let handle = tokio::spawn(task.run(session, receiver));
@@ -108,6 +110,7 @@ pub(crate) async fn subscribe(
         Subscription {
             deliveries: Box::pin(stream),
             capabilities,
+            attached,
         },
         handle,
     ))
@@ -167,6 +170,8 @@ struct LinkTask {
     acker: Arc<AmqpAcker>,
     /// The current attachment; bumped when the link is lost.
     link: Arc<AtomicU64>,
+    /// Detached while the link is lost, attached once it is again.
+    attached: ruststream_core::Attached,
 }
 
 impl LinkTask {
@@ -182,6 +187,7 @@ impl LinkTask {
                 }
                 Stop::Lost(reason) => {
                     self.link.fetch_add(1, Ordering::AcqRel);
+                    self.attached.detach();
                     tracing::warn!(address = %self.spec.address, link = %self.name, %reason, "amqp: link lost; re-attaching");
                     let _ = self.out.send((
                         u64::MAX,
@@ -197,6 +203,7 @@ impl LinkTask {
                             session = s;
                             receiver = r;
                             self.credit = Credit::new(self.spec.credit);
+                            self.attached.attach();
                             tracing::info!(address = %self.spec.address, link = %self.name, "amqp: link re-attached");
                         }
                         None => return,

@@ -149,6 +149,7 @@ impl Broker for Broken {
             Ok(Subscription {
                 deliveries: Box::pin(deliveries),
                 capabilities: subscription.capabilities,
+                attached: subscription.attached,
             })
         })
     }

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use futures_core::Stream;
 
 use crate::{
-    Address, Capabilities, ConsumeError, Delivery, Inspect, Message, PublishError, Setting,
-    SubscribeError,
+    Address, Attached, Capabilities, ConsumeError, Delivery, Inspect, Message, PublishError,
+    Setting, SubscribeError,
 };
 
 /// A boxed, sendable future.
@@ -138,6 +138,10 @@ pub struct Subscription {
     pub deliveries: DeliveryStream,
     /// What the form can do; the settlement decision reads it.
     pub capabilities: Capabilities,
+    /// Whether the subscription is attached to its broker (readiness, reconnects): the
+    /// adapter detaches it when it loses the connection and attaches it when it reads
+    /// again. `Attached::new()` where the adapter cannot lose it.
+    pub attached: Attached,
 }
 
 impl std::fmt::Debug for Subscription {

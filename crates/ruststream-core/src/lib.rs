@@ -7,6 +7,7 @@
 //!
 //! This crate has no runtime and no broker in it; it is all an adapter depends on.
 
+mod attached;
 mod broker;
 mod capabilities;
 mod decision;
@@ -28,6 +29,7 @@ pub mod __fuzz {
     }
 }
 
+pub use attached::Attached;
 pub use broker::{
     BoxFuture, Broker, BrokerOption, Declaration, DeliveryStream, Options, Publish, Replies,
     SubscribeSpec, Subscription,

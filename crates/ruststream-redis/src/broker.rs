@@ -453,9 +453,11 @@ impl RedisBroker {
     }
 
     fn subscription<R: form::Reader>(&self, reader: R, capabilities: Capabilities) -> Subscription {
+        let attached = ruststream_core::Attached::new();
         Subscription {
-            deliveries: form::deliveries(reader, self.inner.closed.clone()),
+            deliveries: form::deliveries(reader, self.inner.closed.clone(), attached.clone()),
             capabilities,
+            attached,
         }
     }
 }

@@ -71,12 +71,25 @@ fn main() {
         .build()
         .expect("a tokio runtime");
     let broker = MemoryBroker::new();
+    // `<mode>+metrics`: the same with the metrics layer (feature `prometheus`).
+    let (mode, metrics) = match mode.strip_suffix("+metrics") {
+        Some(mode) => (mode.to_owned(), true),
+        None => (mode, false),
+    };
     let app = match mode.as_str() {
         "json" => App::new(broker.clone()).mount("bench", on_tick),
         "json-small" => App::new(broker.clone()).mount("bench", on_order),
         "raw" => App::new(broker.clone()).mount(Mount::new("bench").codec(Codec::Raw), on_raw),
         other => panic!("mode must be json, json-small or raw, not {other}"),
     };
+    #[cfg(feature = "prometheus")]
+    let app = if metrics {
+        app.metrics(&ruststream::observe::Metrics::new())
+    } else {
+        app
+    };
+    #[cfg(not(feature = "prometheus"))]
+    assert!(!metrics, "+metrics needs --features prometheus");
     let publisher = app.publisher();
     let fill = |count: usize| {
         runtime.block_on(async {
@@ -111,8 +124,11 @@ fn main() {
     let stats = region.change();
 
     println!(
-        "mode={mode} messages={count} allocations={} reallocations={} bytes={}",
-        stats.allocations, stats.reallocations, stats.bytes_allocated
+        "mode={mode}{} messages={count} allocations={} reallocations={} bytes={}",
+        if metrics { "+metrics" } else { "" },
+        stats.allocations,
+        stats.reallocations,
+        stats.bytes_allocated
     );
     runtime
         .block_on(async { tokio::time::timeout(Duration::from_secs(5), running.stop()).await })

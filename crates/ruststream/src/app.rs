@@ -47,6 +47,9 @@ pub enum RunError {
     /// A failure policy of `fail_fast` stopped the service.
     #[error("stopped by fail_fast: {0}")]
     FailFast(String),
+    /// The HTTP endpoint ([`App::http`]) could not listen.
+    #[error("http endpoint: {0}")]
+    Http(std::io::Error),
 }
 
 type StartHook = Box<dyn FnOnce() + Send>;
@@ -71,13 +74,14 @@ pub struct App {
     pub(crate) broker: Arc<dyn Broker>,
     pub(crate) router: Router,
     pub(crate) targets: Vec<PublishTarget>,
-    app: AppContext,
+    pub(crate) app: AppContext,
     after_settle: Vec<AfterSettle>,
     on_start: Vec<StartHook>,
     on_stop: Vec<StartHook>,
     grace: Duration,
     delayed: DelayedLimit,
     pub(crate) name: String,
+    pub(crate) observe: crate::observe::Observe,
     /// Per-mount settings' variables; `None`: the process environment's.
     mount_env: Option<Vec<(String, String)>>,
 }
@@ -105,6 +109,7 @@ impl App {
             grace: Duration::from_secs(30),
             delayed: DelayedLimit::default(),
             name: default_name(),
+            observe: crate::observe::Observe::default(),
             mount_env: None,
         }
     }
@@ -291,6 +296,9 @@ impl App {
     /// [`Running::stop`].
     pub async fn start(mut self) -> Result<Running, RunError> {
         self.configure_mounts()?;
+        for (mount, _) in &mut self.router.routes {
+            self.observe.apply(mount);
+        }
         for (mount, endpoint) in &self.router.routes {
             mount
                 .options
@@ -333,6 +341,18 @@ impl App {
                     })?;
             subscriptions.push((mount, endpoint, subscription));
         }
+        let readiness = crate::observe::Readiness {
+            runtime: runtime.clone(),
+            subscriptions: subscriptions
+                .iter()
+                .map(|(mount, _, s)| (mount.address.clone(), s.attached.clone()))
+                .collect(),
+        };
+        let server = self
+            .observe
+            .start(&readiness)
+            .await
+            .map_err(RunError::Http)?;
         for hook in self.on_start {
             hook();
         }
@@ -366,6 +386,8 @@ impl App {
             tasks,
             on_stop: self.on_stop,
             grace: self.grace,
+            readiness,
+            server,
         })
     }
 }
@@ -377,9 +399,21 @@ pub struct Running {
     tasks: JoinSet<()>,
     on_stop: Vec<StartHook>,
     grace: Duration,
+    readiness: crate::observe::Readiness,
+    server: Option<crate::observe::Server>,
 }
 
 impl Running {
+    /// Whether the service is ready (every subscription attached, no stop asked for).
+    pub fn readiness(&self) -> crate::observe::Readiness {
+        self.readiness.clone()
+    }
+
+    /// Where the HTTP endpoint ([`App::http`]) listens, if the service has one.
+    pub fn http_addr(&self) -> Option<std::net::SocketAddr> {
+        self.server.as_ref().map(|server| server.addr)
+    }
+
     /// Deliveries being handled right now.
     pub fn in_flight(&self) -> usize {
         self.runtime.in_flight.load(Ordering::Acquire)
@@ -440,6 +474,9 @@ impl Running {
         }
         tracing::info!(broker = self.broker.name(), "stopping: closing the broker");
         self.broker.close().await;
+        if let Some(server) = self.server.take() {
+            server.task.abort();
+        }
         tracing::info!("stopped");
         match self.runtime.shutdown.failure() {
             Some(reason) => Err(RunError::FailFast(reason)),

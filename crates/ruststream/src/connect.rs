@@ -57,6 +57,7 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Broker>, ConnectError> {
         .split_once("://")
         .map_or("", |(scheme, _)| scheme)
         .to_ascii_lowercase();
+    tracing::info!(url = %redact(url), "connecting to the broker");
     match scheme.as_str() {
         "memory" => memory(url, &scheme),
         "redis" | "rediss" | "redis-cluster" | "rediss-cluster" => redis(url, &scheme).await,

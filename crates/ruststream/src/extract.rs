@@ -63,6 +63,10 @@ impl AppContext {
     pub fn publisher(&self) -> &Publisher {
         &self.publisher
     }
+
+    pub(crate) fn publisher_mut(&mut self) -> &mut Publisher {
+        &mut self.publisher
+    }
 }
 
 /// Why a handler's arguments could not be made.

@@ -39,10 +39,12 @@ mod dispatch;
 mod extract;
 mod handler;
 mod inbox;
+pub mod layer;
 #[cfg(feature = "memory")]
 pub mod memory;
 mod mount;
 mod mount_settings;
+pub mod observe;
 mod outcome;
 mod policy;
 mod publisher;
@@ -103,6 +105,12 @@ pub struct CliGuide;
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/testing.md")]
 pub struct TestingGuide;
+
+/// The observability guide's example, compiled (it needs the `http` and `logs` features,
+/// which the demo turns on in the workspace).
+#[cfg(all(doctest, feature = "http", feature = "logs"))]
+#[doc = include_str!("../../../docs/observability.md")]
+pub struct ObservabilityGuide;
 
 /// The operating guide's examples, compiled and run as doctests (the AMQP service is
 /// `ignore`d here and built as `examples/amqp_orders.rs`).

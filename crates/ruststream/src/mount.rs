@@ -76,6 +76,7 @@ pub struct Mount {
     pub(crate) reply_to: Option<Address>,
     pub(crate) allow_reply_to: Option<crate::reply::ReplyFilter>,
     pub(crate) options: Options,
+    pub(crate) layers: crate::layer::Layers,
     #[cfg(feature = "asyncapi")]
     pub(crate) payload: Option<crate::asyncapi::PayloadSchema>,
 }
@@ -95,6 +96,7 @@ impl Mount {
             reply_to: None,
             allow_reply_to: None,
             options: Options::default(),
+            layers: crate::layer::Layers::default(),
             #[cfg(feature = "asyncapi")]
             payload: None,
         }
@@ -230,6 +232,13 @@ impl Mount {
     /// ```
     pub fn allow_reply_to(mut self, filter: impl Fn(&str) -> bool + Send + Sync + 'static) -> Self {
         self.allow_reply_to = Some(crate::reply::ReplyFilter(Arc::new(filter)));
+        self
+    }
+
+    /// Adds a middleware layer around this mount's handling, around those added before
+    /// it (see [`Layer`](crate::layer::Layer)).
+    pub fn layer(mut self, layer: impl crate::layer::Layer) -> Self {
+        self.layers.wrap(Arc::new(layer));
         self
     }
 

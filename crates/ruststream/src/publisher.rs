@@ -162,6 +162,11 @@ impl Publisher {
         }
     }
 
+    /// Puts `wrap`'s [`Publish`] in place of the one it is given (a middleware).
+    pub(crate) fn wrap(&mut self, wrap: impl FnOnce(Arc<dyn Publish>) -> Arc<dyn Publish>) {
+        self.inner = wrap(self.inner.clone());
+    }
+
     /// The same publisher with another codec.
     pub fn with_codec(mut self, codec: Codec) -> Self {
         self.codec = codec;

@@ -9,6 +9,7 @@ use ruststream_core::{BoxFuture, Subscription};
 use crate::dispatch::{Runtime, Worker, loops};
 use crate::extract::{AppContext, ExtractError};
 use crate::handler::Handler;
+use crate::layer::{Layered, Stack, Subscribed};
 use crate::mount::Mount;
 
 /// Handlers mounted on subscriptions.
@@ -53,6 +54,16 @@ impl Router {
                 marker: PhantomData,
             }),
         ));
+        self
+    }
+
+    /// Adds a middleware layer around every route mounted so far (not those mounted
+    /// after), around their own layers (see [`Layer`](crate::layer::Layer)).
+    pub fn layer(mut self, layer: impl crate::layer::Layer) -> Self {
+        let layer: Arc<dyn crate::layer::Layer> = Arc::new(layer);
+        for (mount, _) in &mut self.routes {
+            mount.layers.wrap(layer.clone());
+        }
         self
     }
 
@@ -122,7 +133,26 @@ impl<H: Handler<M>, M: 'static> Endpoint for Route<H, M> {
         runtime: Arc<Runtime>,
     ) -> Vec<BoxFuture<'static, ()>> {
         let concurrency = mount.concurrency.clone();
-        let worker = Worker::new(self.handler, mount, subscription.capabilities, runtime);
+        if mount.layers.0.is_empty() {
+            let worker = Worker::new(self.handler, mount, subscription.capabilities, runtime);
+            return loops(worker, subscription.deliveries, concurrency);
+        }
+        let subscribed = Subscribed {
+            address: mount.address.clone(),
+            capabilities: subscription.capabilities,
+            attached: subscription.attached.clone(),
+            delayed: runtime.deferred.clone(),
+        };
+        let stack = Stack::new(
+            mount
+                .layers
+                .0
+                .iter()
+                .map(|l| l.layer(&subscribed))
+                .collect(),
+        );
+        let handler = Layered::new(self.handler, stack);
+        let worker = Worker::new(handler, mount, subscription.capabilities, runtime);
         loops(worker, subscription.deliveries, concurrency)
     }
 }

@@ -15,6 +15,9 @@ pub enum Cause {
     /// The timeout policy: the handler ran longer than the mount's
     /// [`timeout`](crate::Mount::timeout) and was cancelled.
     Timeout(std::time::Duration),
+    /// A middleware settled the delivery before its handler
+    /// ([`Middleware::before`](crate::layer::Middleware::before)).
+    Layer,
 }
 
 /// A settlement that did not go through.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use ruststream_core::{ConsumeError, Delivery, DeliveryStream};
+use ruststream_core::{Attached, ConsumeError, Delivery, DeliveryStream};
 use tokio::sync::watch;
 
 /// A Lua function `unwrap(w)`, for the scripts that hand reliable-list elements back: a
@@ -62,6 +62,7 @@ struct State<R: Reader> {
     closed: watch::Receiver<bool>,
     _open: Arc<watch::Sender<bool>>,
     backoff: Duration,
+    attached: Attached,
 }
 
 impl<R: Reader> Drop for State<R> {
@@ -75,14 +76,20 @@ impl<R: Reader> Drop for State<R> {
 }
 
 /// The deliveries of `reader` until the broker closes. A failed read is reported as an
-/// error item; the next one is tried after a back-off (100 ms doubling to 5 s).
-pub(crate) fn deliveries<R: Reader>(reader: R, closed: Arc<watch::Sender<bool>>) -> DeliveryStream {
+/// error item (and `attached` detached); the next one is tried after a back-off (100 ms
+/// doubling to 5 s); a read that succeeds attaches it again.
+pub(crate) fn deliveries<R: Reader>(
+    reader: R,
+    closed: Arc<watch::Sender<bool>>,
+    attached: Attached,
+) -> DeliveryStream {
     let state = State {
         reader,
         buffer: VecDeque::new(),
         closed: closed.subscribe(),
         _open: closed,
         backoff: Duration::ZERO,
+        attached,
     };
     futures_util::stream::unfold(state, |mut state| async move {
         loop {
@@ -105,10 +112,12 @@ pub(crate) fn deliveries<R: Reader>(reader: R, closed: Arc<watch::Sender<bool>>)
             };
             match result {
                 Ok(batch) => {
+                    state.attached.attach();
                     state.backoff = Duration::ZERO;
                     state.buffer.extend(batch);
                 }
                 Err(error) => {
+                    state.attached.detach();
                     state.backoff = (state.backoff * 2).clamp(FIRST_BACKOFF, MAX_BACKOFF);
                     tracing::warn!(%error, "redis subscription read failed");
                     return Some((Err(error), state));

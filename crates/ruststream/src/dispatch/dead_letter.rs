@@ -40,6 +40,7 @@ pub(crate) fn mark(message: &mut Message, why: &Why<'_>) {
         Cause::Decode(error) => ("decode", Some(error.clone())),
         Cause::Panic(error) => ("panic", Some(error.clone())),
         Cause::Timeout(limit) => ("timeout", Some(format!("ran longer than {limit:?}"))),
+        Cause::Layer => ("layer", None),
         _ => ("retry", None),
     };
     headers.insert(DEAD_LETTER_REASON, HeaderValue::from_static(reason));

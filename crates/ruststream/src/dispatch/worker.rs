@@ -68,6 +68,11 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
     /// policy's decision (`None`: the service must stop).
     #[inline]
     pub(super) fn start(&self, delivery: &Delivery) -> Result<H::Future, Option<(Outcome, Cause)>> {
+        if let Some(stack) = self.handler.stack()
+            && let Some(outcome) = stack.before(delivery)
+        {
+            return Err(Some((outcome, Cause::Layer)));
+        }
         if let Some(defect) = delivery.defect() {
             return Err(self.policy(
                 self.mount.on_decode_error,
@@ -105,6 +110,9 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
     ) -> Option<BoxFuture<'static, ()>> {
         for hook in &self.runtime.after_settle {
             hook(&settled);
+        }
+        if let Some(stack) = self.handler.stack() {
+            stack.settled(&settled);
         }
         after.map(|after| after(&settled))
     }
@@ -149,7 +157,9 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
                             self.mount.address
                         )
                     }
-                    Cause::Handler => format!("handler on {} failed", self.mount.address),
+                    Cause::Handler | Cause::Layer => {
+                        format!("handler on {} failed", self.mount.address)
+                    }
                 };
                 tracing::error!(%reason, "fail_fast: stopping the service; the delivery stays unsettled");
                 self.runtime.shutdown.fail(reason);
@@ -286,6 +296,12 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
         );
     }
 
+    /// Whether someone learns of each settlement: the service's hooks, or middleware.
+    #[inline(always)]
+    pub(super) fn watched(&self) -> bool {
+        !self.runtime.after_settle.is_empty() || self.handler.stack().is_some()
+    }
+
     pub(super) fn capabilities(&self) -> Capabilities {
         self.capabilities
     }
@@ -343,7 +359,7 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
             outcome.verdict = ruststream_core::Verdict::Retry;
             plan = self.plan(&delivery, facts, &outcome, &cause);
         }
-        let watched = outcome.after.is_some() || !self.runtime.after_settle.is_empty();
+        let watched = outcome.after.is_some() || self.watched();
         let address = watched.then(|| delivery.address().clone());
         let why = Why {
             from: &self.mount.address,

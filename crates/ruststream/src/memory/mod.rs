@@ -253,6 +253,7 @@ impl Broker for MemoryBroker {
                     self.clone_connection(),
                 )),
                 capabilities: caps,
+                attached: ruststream_core::Attached::new(),
             })
         })();
         Box::pin(async move { result })

@@ -129,6 +129,7 @@ impl Queue {
 
     /// Takes the next ready message, or registers `waker` for the next push; `track`
     /// counts it as unsettled until [`Self::settled`].
+    #[inline]
     pub(super) fn take(&self, track: bool, waker: &Waker) -> Option<Stored> {
         let mut state = lock(&self.state);
         let Some(mut stored) = state.ready.pop_front() else {

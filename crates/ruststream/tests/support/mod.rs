@@ -380,6 +380,7 @@ impl Broker for Faulty {
             Ok(Subscription {
                 deliveries: Box::pin(deliveries),
                 capabilities: inner.capabilities,
+                attached: inner.attached,
             })
         })
     }

@@ -148,7 +148,7 @@ pub(super) fn settle<H: Handler<M>, M: 'static>(
     if let Some(settlement) = bare(&outcome, &plan) {
         // The common case: a bare settlement, with nothing to publish, and at most the
         // hooks to tell once it is over.
-        if !worker.runtime().after_settle.is_empty() {
+        if worker.watched() {
             let report = Report {
                 address: delivery.address().clone(),
                 attempt: facts.attempt,
@@ -242,7 +242,7 @@ fn settle_slow<H: Handler<M>, M: 'static>(
         }));
         return;
     }
-    let watched = outcome.after.is_some() || !worker.runtime().after_settle.is_empty();
+    let watched = outcome.after.is_some() || worker.watched();
     let address = watched.then(|| delivery.address().clone());
     let why = Why {
         from: &worker.mount().address,

@@ -1,0 +1,122 @@
+//! A handler with middleware: what a mount with layers is handled by.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
+use std::time::Instant;
+
+use super::Stack;
+use crate::extract::{AppContext, Context, ExtractError};
+use crate::handler::Handler;
+use crate::outcome::Outcome;
+
+/// A handler and its subscription's middleware (made when the service starts).
+pub struct Layered<H> {
+    inner: H,
+    stack: Arc<Stack>,
+}
+
+impl<H: Clone> Clone for Layered<H> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            stack: self.stack.clone(),
+        }
+    }
+}
+
+impl<H> Layered<H> {
+    pub(crate) fn new(inner: H, stack: Stack) -> Self {
+        Self {
+            inner,
+            stack: Arc::new(stack),
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of a [`Layered`] handler: the handler's own (timed, its outcome shown
+    /// to the middleware), or that future boxed and wrapped by the middleware that wrap.
+    pub struct LayeredFuture<F> {
+        #[pin]
+        inner: Inner<F>,
+    }
+}
+
+pin_project_lite::pin_project! {
+    #[project = Projected]
+    enum Inner<F> {
+        // No middleware wraps: the handler's future, in place.
+        Plain { #[pin] inner: Timed<F> },
+        // Wrapped.
+        Wrapped { inner: super::Handling },
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A handler's future that tells the middleware its outcome and how long it ran.
+    pub struct Timed<F> {
+        #[pin]
+        inner: F,
+        started: Instant,
+        stack: Arc<Stack>,
+    }
+}
+
+impl<F: Future<Output = Outcome>> Future for Timed<F> {
+    type Output = Outcome;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Outcome> {
+        let this = self.project();
+        let outcome = std::task::ready!(this.inner.poll(cx));
+        this.stack.after(&outcome, this.started.elapsed());
+        Poll::Ready(outcome)
+    }
+}
+
+impl<F: Future<Output = Outcome>> Future for LayeredFuture<F> {
+    type Output = Outcome;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Outcome> {
+        match self.project().inner.project() {
+            Projected::Plain { inner } => inner.poll(cx),
+            Projected::Wrapped { inner } => inner.as_mut().poll(cx),
+        }
+    }
+}
+
+impl<H: Handler<M>, M: 'static> Handler<M> for Layered<H> {
+    type Future = LayeredFuture<H::Future>;
+
+    #[inline]
+    fn call(&self, cx: &Context<'_>) -> Result<Self::Future, ExtractError> {
+        let timed = Timed {
+            inner: self.inner.call(cx)?,
+            started: Instant::now(),
+            stack: self.stack.clone(),
+        };
+        if !self.stack.wraps() {
+            return Ok(LayeredFuture {
+                inner: Inner::Plain { inner: timed },
+            });
+        }
+        Ok(LayeredFuture {
+            inner: Inner::Wrapped {
+                inner: self.stack.around(cx.delivery, Box::pin(timed)),
+            },
+        })
+    }
+
+    fn check(app: &AppContext) -> Result<(), ExtractError> {
+        H::check(app)
+    }
+
+    fn stack(&self) -> Option<&Stack> {
+        Some(&self.stack)
+    }
+
+    fn payload_type() -> Option<(std::any::TypeId, &'static str)> {
+        H::payload_type()
+    }
+}

@@ -1,0 +1,55 @@
+//! The middleware of one subscription, outermost first.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ruststream_core::Delivery;
+
+use super::{Handling, Middleware};
+use crate::outcome::Outcome;
+use crate::settled::Settled;
+
+/// One subscription's middleware, outermost first.
+pub struct Stack {
+    all: Box<[Arc<dyn Middleware>]>,
+    // Those that wrap the handler's future, innermost first (the order they wrap in).
+    wrapping: Box<[Arc<dyn Middleware>]>,
+}
+
+impl Stack {
+    pub(crate) fn new(all: Vec<Arc<dyn Middleware>>) -> Self {
+        let wrapping = all.iter().rev().filter(|m| m.wraps()).cloned().collect();
+        Self {
+            all: all.into_boxed_slice(),
+            wrapping,
+        }
+    }
+
+    /// The first outcome a middleware settles the delivery with, outermost first.
+    pub(crate) fn before(&self, delivery: &Delivery) -> Option<Outcome> {
+        self.all.iter().find_map(|m| m.before(delivery))
+    }
+
+    pub(crate) fn wraps(&self) -> bool {
+        !self.wrapping.is_empty()
+    }
+
+    /// `handling` wrapped by each middleware that wraps, innermost first.
+    pub(crate) fn around(&self, delivery: &Delivery, handling: Handling) -> Handling {
+        self.wrapping
+            .iter()
+            .fold(handling, |handling, m| m.around(delivery, handling))
+    }
+
+    pub(crate) fn after(&self, outcome: &Outcome, elapsed: Duration) {
+        for m in self.all.iter().rev() {
+            m.after(outcome, elapsed);
+        }
+    }
+
+    pub(crate) fn settled(&self, settled: &Settled) {
+        for m in self.all.iter().rev() {
+            m.settled(settled);
+        }
+    }
+}

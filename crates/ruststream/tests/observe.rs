@@ -1,0 +1,509 @@
+//! Observing a running service: Prometheus metrics scraped from its HTTP endpoint while
+//! messages flow (memory broker and Redis), readiness flipped by cutting the broker's
+//! connection, middleware order and short-circuits, and logs at trace level that never
+//! show a password.
+//!
+//! Built with the features `http`, `logs` and `redis` (the workspace run has them: the
+//! demo turns them on); Redis from
+//! `RUSTSTREAM_REDIS_URL` (default `redis://127.0.0.1:6379`, `scripts/redis.sh` starts one).
+#![cfg(all(feature = "http", feature = "logs", feature = "redis"))]
+
+mod support;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use ruststream::layer::{Layer, Middleware, Subscribed};
+use ruststream::memory::MemoryBroker;
+use ruststream::observe::Metrics;
+use ruststream::{App, Delivery, Mount, Outcome, Settled, ack, retry};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+
+/// `GET path` on `addr`: the status and the body.
+async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr)
+        .await
+        .expect("the endpoint listens");
+    let request = format!("GET {path} HTTP/1.1\r\nhost: test\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.expect("sent");
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.expect("answered");
+    let status = answer
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {answer:?}"));
+    let body = answer
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_owned();
+    (status, body)
+}
+
+/// The value of the series `name{labels}` in a scrape (0 where absent).
+fn value(scrape: &str, series: &str) -> f64 {
+    scrape
+        .lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+        .map_or(0.0, |v| v.parse().expect("a number"))
+}
+
+fn series(name: &str, address: &str, extra: &str) -> String {
+    format!("{name}{{messaging_destination_name=\"{address}\"{extra}}}")
+}
+
+/// Polls `/metrics` until `done` holds for the scrape (or fails after 30 s).
+async fn scrape_until(addr: SocketAddr, what: &str, done: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, body) = get(addr, "/metrics").await;
+        assert_eq!(status, 200);
+        if done(&body) {
+            return body;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what} never seen; last scrape:\n{body}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Acks most, drops multiples of 3, retries multiples of 5 until they are spent.
+async fn handle(n: u64) -> Outcome {
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    if n.is_multiple_of(5) {
+        retry()
+    } else if n.is_multiple_of(3) {
+        ruststream::drop()
+    } else {
+        ack()
+    }
+}
+
+/// Publishes 60 numbers and 4 payloads that do not decode to `address`, scrapes while
+/// they flow, and checks the counts: 60 + 4 + 12 second attempts received, 32 acks,
+/// 16 + 4 drops, 24 retries, 12 dead letters, 4 decode failures, 64 sent.
+async fn flow_and_check(app: App, address: &str) {
+    let metrics = Metrics::new();
+    let app = app
+        .metrics(&metrics)
+        .http("127.0.0.1:0".parse().expect("an address"))
+        .mount(
+            Mount::new(address)
+                .max_attempts(2)
+                .dead_letter(format!("{address}.dead")),
+            handle,
+        );
+    let running = app.start().await.expect("starts");
+    let addr = running.http_addr().expect("an endpoint");
+    assert_eq!(get(addr, "/health").await, (200, "ok\n".to_owned()));
+    assert_eq!(get(addr, "/ready").await, (200, "ready\n".to_owned()));
+    let publisher = running.publisher();
+    for n in 0..60u64 {
+        publisher.publish(address, &n).await.expect("published");
+    }
+    for _ in 0..4 {
+        publisher
+            .publish(address, &"not a number")
+            .await
+            .expect("published");
+    }
+    let consumed = series("messaging_client_consumed_messages_total", address, "");
+    // While they flow: some seen, not all.
+    let during = scrape_until(addr, "a first delivery", |s| value(s, &consumed) >= 1.0).await;
+    assert!(value(&during, &consumed) <= 76.0);
+    let in_flight = series("ruststream_in_flight", address, "");
+    let done = scrape_until(addr, "every delivery settled", |s| {
+        value(s, &consumed) >= 76.0 && value(s, &in_flight) == 0.0
+    })
+    .await;
+    let outcome = |v: &str| {
+        value(
+            &done,
+            &series(
+                "ruststream_outcomes_total",
+                address,
+                &format!(",verdict=\"{v}\""),
+            ),
+        )
+    };
+    let plan = |p: &str| {
+        value(
+            &done,
+            &series(
+                "ruststream_settlements_total",
+                address,
+                &format!(",plan=\"{p}\""),
+            ),
+        )
+    };
+    assert_eq!(value(&done, &consumed), 76.0, "{done}");
+    assert_eq!(outcome("ack"), 32.0);
+    assert_eq!(outcome("drop"), 20.0);
+    assert_eq!(outcome("retry"), 24.0);
+    assert_eq!(plan("dead_letter"), 12.0);
+    assert_eq!(
+        value(
+            &done,
+            &series("ruststream_decode_failures_total", address, "")
+        ),
+        4.0
+    );
+    assert_eq!(
+        value(
+            &done,
+            &series("ruststream_settlement_errors_total", address, "")
+        ),
+        0.0
+    );
+    assert_eq!(
+        value(
+            &done,
+            &series("messaging_process_duration_seconds_count", address, "")
+        ),
+        72.0,
+        "every handler that returned"
+    );
+    assert_eq!(
+        value(
+            &done,
+            &series("messaging_client_sent_messages_total", address, "")
+        ),
+        64.0
+    );
+    assert_eq!(
+        value(&done, &series("ruststream_attached", address, "")),
+        1.0
+    );
+    let readiness = running.readiness();
+    running.stop().await.expect("stops");
+    assert!(!readiness.is_ready(), "not ready once stopped");
+}
+
+#[tokio::test]
+async fn metrics_count_what_was_sent_on_the_memory_broker() {
+    let broker = MemoryBroker::new();
+    flow_and_check(App::new(broker.clone()), "orders").await;
+    assert_eq!(
+        broker.ready("orders.dead"),
+        12,
+        "the dead letters are there"
+    );
+}
+
+fn redis_url() -> String {
+    std::env::var("RUSTSTREAM_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
+}
+
+fn unique(name: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("observe-{name}-{}-{nanos}", std::process::id())
+}
+
+async fn redis(url: &str) -> Arc<dyn ruststream::core::Broker> {
+    ruststream::connect(url).await.unwrap_or_else(|error| {
+        panic!("no Redis at {url} ({error}): start one with scripts/redis.sh or set RUSTSTREAM_REDIS_URL")
+    })
+}
+
+#[tokio::test]
+async fn metrics_count_what_was_sent_on_redis() {
+    let broker = redis(&redis_url()).await;
+    flow_and_check(App::with_broker(broker), &unique("flow")).await;
+}
+
+/// A TCP forwarder that can be cut: while down, it closes every connection and refuses
+/// new ones.
+struct Cut {
+    port: u16,
+    down: Arc<AtomicBool>,
+    connections: Arc<Mutex<Vec<JoinHandle<()>>>>,
+    accept: JoinHandle<()>,
+}
+
+impl Cut {
+    async fn start(target: String) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("a port");
+        let port = listener.local_addr().expect("bound").port();
+        let down = Arc::new(AtomicBool::new(false));
+        let connections: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
+        let accept = tokio::spawn({
+            let (down, connections) = (down.clone(), connections.clone());
+            async move {
+                while let Ok((mut client, _)) = listener.accept().await {
+                    if down.load(Ordering::SeqCst) {
+                        continue; // dropped: refused
+                    }
+                    let Ok(mut server) = TcpStream::connect(&target).await else {
+                        continue;
+                    };
+                    let task = tokio::spawn(async move {
+                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                    });
+                    connections
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .push(task);
+                }
+            }
+        });
+        Self {
+            port,
+            down,
+            connections,
+            accept,
+        }
+    }
+
+    fn set_down(&self, down: bool) {
+        self.down.store(down, Ordering::SeqCst);
+        if down {
+            for task in self
+                .connections
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .drain(..)
+            {
+                task.abort();
+            }
+        }
+    }
+}
+
+impl Drop for Cut {
+    fn drop(&mut self) {
+        self.accept.abort();
+        self.set_down(true);
+    }
+}
+
+/// Polls `/ready` until it answers `status` (or fails after 60 s).
+async fn ready_becomes(addr: SocketAddr, status: u16) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (now, body) = get(addr, "/ready").await;
+        if now == status {
+            return body;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "/ready stayed {now} ({body:?}), not {status}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn readiness_flips_while_redis_is_cut_and_back_when_restored() {
+    let url = redis_url();
+    let host = url.split_once("://").map_or(url.as_str(), |(_, r)| r);
+    let host = host.rsplit_once('@').map_or(host, |(_, r)| r);
+    let host = host.split('/').next().unwrap_or(host).to_owned();
+    let cut = Cut::start(host).await;
+    let broker = redis(&format!("redis://127.0.0.1:{}", cut.port)).await;
+    let metrics = Metrics::new();
+    let address = unique("ready");
+    let running = App::with_broker(broker)
+        .metrics(&metrics)
+        .http("127.0.0.1:0".parse().expect("an address"))
+        .mount(address.as_str(), handle)
+        .start()
+        .await
+        .expect("starts");
+    let addr = running.http_addr().expect("an endpoint");
+    ready_becomes(addr, 200).await;
+    let reconnects = series("ruststream_reconnects_total", &address, "");
+    assert_eq!(value(&metrics.render(), &reconnects), 0.0);
+
+    cut.set_down(true);
+    let body = ready_becomes(addr, 503).await;
+    assert!(body.contains(&address), "names the subscription: {body}");
+    assert_eq!(get(addr, "/health").await.0, 200, "still live");
+    assert_eq!(
+        value(
+            &metrics.render(),
+            &series("ruststream_attached", &address, "")
+        ),
+        0.0
+    );
+
+    cut.set_down(false);
+    ready_becomes(addr, 200).await;
+    assert!(value(&metrics.render(), &reconnects) >= 1.0);
+    // And it consumes again.
+    running
+        .publisher()
+        .publish(address.as_str(), &1u64)
+        .await
+        .expect("published");
+    let consumed = series("messaging_client_consumed_messages_total", &address, "");
+    scrape_until(addr, "the delivery after the reconnect", |s| {
+        value(s, &consumed) >= 1.0
+    })
+    .await;
+    running.stop().await.expect("stops");
+}
+
+/// Records the order middleware sees a delivery in, and settles `stop` at once.
+struct Mark(&'static str, Arc<Mutex<Vec<String>>>);
+
+impl Layer for Mark {
+    fn layer(&self, _: &Subscribed) -> Arc<dyn Middleware> {
+        Arc::new(Mark(self.0, self.1.clone()))
+    }
+}
+
+impl Middleware for Mark {
+    fn before(&self, delivery: &Delivery) -> Option<Outcome> {
+        self.1
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(format!("before {}", self.0));
+        (self.0 == "mount" && delivery.payload().as_ref() == b"0").then(ruststream::drop)
+    }
+
+    fn settled(&self, settled: &Settled) {
+        self.1
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(format!("settled {} {:?}", self.0, settled.cause()));
+    }
+}
+
+#[tokio::test]
+async fn layers_run_app_then_router_then_mount_and_can_settle_first() {
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let called = Arc::new(AtomicBool::new(false));
+    let handler = {
+        let called = called.clone();
+        move |_: u64| {
+            called.store(true, Ordering::SeqCst);
+            async { ack() }
+        }
+    };
+    let router = ruststream::Router::new()
+        .mount(Mount::new("q").layer(Mark("mount", seen.clone())), handler)
+        .layer(Mark("router", seen.clone()));
+    let broker = MemoryBroker::new();
+    let running = App::new(broker.clone())
+        .layer(Mark("app", seen.clone()))
+        .router(router)
+        .start()
+        .await
+        .expect("starts");
+    running
+        .publisher()
+        .publish("q", &0u64)
+        .await
+        .expect("published");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while seen.lock().unwrap_or_else(PoisonError::into_inner).len() < 6 {
+        assert!(Instant::now() < deadline, "settled");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    running.stop().await.expect("stops");
+    assert!(
+        !called.load(Ordering::SeqCst),
+        "the mount's layer settled it first"
+    );
+    assert_eq!(
+        *seen.lock().unwrap_or_else(PoisonError::into_inner),
+        [
+            "before app",
+            "before router",
+            "before mount",
+            "settled mount Layer",
+            "settled router Layer",
+            "settled app Layer"
+        ]
+    );
+}
+
+/// Collects what the subscriber writes.
+#[derive(Clone, Default)]
+struct Lines(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Lines {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Lines {
+    type Writer = Lines;
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+/// The framework's one-call set-up, JSON, at trace level for every crate (fred too):
+/// a service connected with a password, its deliveries, a failed connection with
+/// another, and the stop never write either password.
+#[tokio::test]
+async fn logs_at_trace_level_never_show_a_password() {
+    let lines = Lines::default();
+    ruststream::observe::init_logs_with(
+        ruststream::observe::LogFormat::Json,
+        "trace",
+        lines.clone(),
+    )
+    .expect("the only global subscriber of this test binary");
+    let url = redis_url();
+    let rest = url.split_once("://").map_or(url.as_str(), |(_, r)| r);
+    let host = rest.rsplit_once('@').map_or(rest, |(_, r)| r);
+    // The default user of a server without a password takes any password.
+    let secret = "pw-Zq81sEcReT";
+    let broker = redis(&format!("redis://default:{secret}@{host}")).await;
+    let address = unique("logs");
+    let running = App::with_broker(broker)
+        .mount(address.as_str(), handle)
+        .start()
+        .await
+        .expect("starts");
+    running
+        .publisher()
+        .publish(address.as_str(), &7u64)
+        .await
+        .expect("published");
+    running
+        .publisher()
+        .publish(address.as_str(), &5u64)
+        .await
+        .expect("published");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    running.stop().await.expect("stops");
+    let other = "pw-Wr0ngPa55";
+    let refused = ruststream::connect(&format!("redis://nobody:{other}@{host}")).await;
+    if let Err(error) = &refused {
+        tracing::error!(%error, "connect failed");
+    }
+    let text = String::from_utf8_lossy(&lines.0.lock().unwrap_or_else(PoisonError::into_inner))
+        .into_owned();
+    assert!(
+        text.lines().count() > 20,
+        "trace-level logs were written:\n{text}"
+    );
+    assert!(text.lines().all(|l| l.starts_with('{')), "JSON lines");
+    assert!(
+        text.contains("redis://default:***@"),
+        "the URL is logged, redacted:\n{text}"
+    );
+    assert!(text.contains("handled"), "deliveries are logged");
+    assert!(!text.contains(secret), "a password in the logs:\n{text}");
+    assert!(!text.contains(other), "a password in the logs:\n{text}");
+}
