@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use fe2o3_amqp::types::messaging::{MessageId, Properties};
 use ruststream::{App, Attempt, Headers, Mount, Policy, Running, ack, retry};
+use ruststream_conformance::logs::logs;
 use serde::Deserialize;
-use support::logs::logs;
 
 use fe2o3_amqp::types::messaging::{
     AmqpSequence, AmqpValue, ApplicationProperties, Batch, Body, Data, Message as AmqpMessage,
@@ -248,21 +248,7 @@ async fn service(
 
 /// Waits up to 20 s for the handler to see job `n`; returns what it saw on the way.
 async fn until_job(rx: &mut tokio::sync::mpsc::UnboundedReceiver<Seen>, n: u64) -> Vec<Seen> {
-    let mut seen = Vec::new();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        match tokio::time::timeout_at(deadline, rx.recv()).await {
-            Ok(Some(job)) => {
-                let done = job.0 == n;
-                seen.push(job);
-                if done {
-                    return seen;
-                }
-            }
-            Ok(None) => panic!("the service stopped"),
-            Err(_) => panic!("job {n} not handled within 20 s; saw {seen:?}"),
-        }
-    }
+    ruststream_conformance::logs::until(rx, Duration::from_secs(20), |job| job.0 == n).await
 }
 
 fn with_id<B>(mut m: AmqpMessage<B>, id: &str) -> AmqpMessage<B> {

@@ -14,7 +14,7 @@ use fe2o3_amqp::types::messaging::{Data, Message as AmqpMessage};
 use fe2o3_amqp::types::primitives::Binary;
 use fe2o3_amqp::{Connection, Sender, Session};
 use ruststream::{App, Mount, Raw, ack};
-use support::logs::logs;
+use ruststream_conformance::logs::logs;
 use support::*;
 
 fn topology(q: &mut Queues) {

@@ -39,6 +39,7 @@
 pub mod checks;
 mod harness;
 mod inbox;
+pub mod logs;
 mod macros;
 mod observed;
 mod recorder;

@@ -11,12 +11,12 @@ use bytes::Bytes;
 use fred::prelude::*;
 use fred::types::Key;
 use ruststream::{App, Attempt, Headers, Mount, Policy, Running, ack, retry};
+use ruststream_conformance::logs::logs;
 use ruststream_core::{Broker, Settlement};
 use ruststream_redis::{
     ConnectError, List, PubSub, RedisBroker, ReliableList, STREAM_FIELDS, Stream,
 };
 use serde::Deserialize;
-use support::logs::logs;
 use support::{Ctx, ctx, next};
 
 #[tokio::test]
@@ -303,21 +303,7 @@ async fn service(
 
 /// Waits up to 20 s for the handler to see job `n`; returns what it saw on the way.
 async fn until_job(rx: &mut tokio::sync::mpsc::UnboundedReceiver<Seen>, n: u64) -> Vec<Seen> {
-    let mut seen = Vec::new();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        match tokio::time::timeout_at(deadline, rx.recv()).await {
-            Ok(Some(job)) => {
-                let done = job.0 == n;
-                seen.push(job);
-                if done {
-                    return seen;
-                }
-            }
-            Ok(None) => panic!("the service stopped"),
-            Err(_) => panic!("job {n} not handled within 20 s; saw {seen:?}"),
-        }
-    }
+    ruststream_conformance::logs::until(rx, Duration::from_secs(20), |job| job.0 == n).await
 }
 
 /// Waits up to 10 s for `check` to hold.

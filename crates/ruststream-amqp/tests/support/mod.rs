@@ -8,7 +8,6 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-pub mod logs;
 pub mod raw;
 
 use futures_util::StreamExt;

@@ -16,7 +16,6 @@ use ruststream_core::{
 };
 use ruststream_redis::{RedisBroker, Settings};
 
-pub mod logs;
 pub mod proxy;
 pub mod server;
 

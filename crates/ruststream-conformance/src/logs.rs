@@ -1,6 +1,7 @@
-//! What the service logs, captured: one subscriber for the whole test binary (set on
-//! first use) writing into a buffer the tests read. Tests tell their lines apart by
-//! the unique names (keys, message ids) in them.
+//! What a service logs, captured, for adapters' tests that check log lines: one
+//! subscriber for the whole test binary (set on first use) writing into a buffer the
+//! tests read. Tests tell their lines apart by the unique names (keys, message ids) in
+//! them.
 
 use std::io::Write;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
@@ -60,4 +61,28 @@ pub fn logs() -> &'static Lines {
         tracing::subscriber::set_global_default(subscriber).expect("the only subscriber");
         lines
     })
+}
+
+/// Receives from `rx` until an item for which `done` holds (returned last, with every
+/// item before it), failing the test after `wait` or when the channel closes.
+pub async fn until<T: std::fmt::Debug>(
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<T>,
+    wait: std::time::Duration,
+    done: impl Fn(&T) -> bool,
+) -> Vec<T> {
+    let mut seen = Vec::new();
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        match tokio::time::timeout_at(deadline, rx.recv()).await {
+            Ok(Some(item)) => {
+                let last = done(&item);
+                seen.push(item);
+                if last {
+                    return seen;
+                }
+            }
+            Ok(None) => panic!("the sender went away; saw {seen:?}"),
+            Err(_) => panic!("nothing awaited within {wait:?}; saw {seen:?}"),
+        }
+    }
 }
