@@ -130,6 +130,12 @@ async fn inspect(
             }
         }
     }
+    if info.kind == "classic" && info.dlx.is_some() && declaration.is_declared() {
+        tracing::warn!(queue = %name,
+            "amqp: the classic queue has a dead-letter exchange: besides what drop() rejects, \
+             it receives the original of every retry_after copy (rejected, then copied \
+             after the delay); the mount's dead letters are published by the runtime");
+    }
     if info.kind == "quorum"
         && info.delivery_limit.is_none()
         && let Some(n) = declaration.max_attempts

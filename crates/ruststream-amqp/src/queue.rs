@@ -14,7 +14,10 @@
 //! is made (`PUT /queues/{name}`) from the mount's declaration: `x-delivery-limit` is
 //! `max_attempts − 1` (RabbitMQ counts redeliveries: with limit `L` a message is
 //! delivered `L + 1` times), the dead letter becomes `x-dead-letter-exchange` /
-//! `x-dead-letter-routing-key`.
+//! `x-dead-letter-routing-key` of a quorum queue. A classic queue gets no dead-letter
+//! exchange: the runtime dead-letters for it, and the exchange would also receive the
+//! originals the runtime rejects (of `retry_after` copies, of `drop()`). An existing
+//! classic queue that has one keeps it (a warning at subscribe says what it catches).
 
 use fe2o3_amqp_types::primitives::{OrderedMap, Value};
 use ruststream_core::{Address, Declaration};
@@ -149,7 +152,11 @@ pub(crate) fn arguments(kind: QueueType, declaration: &Declaration) -> Result<Va
     {
         put("x-delivery-limit", Value::Long(delivery_limit(n.get())));
     }
-    if kind != QueueType::Stream
+    // Only a quorum queue dead-letters for the mount. On a classic queue the runtime
+    // publishes its dead letters itself, and a dead-letter exchange would also take
+    // what the runtime rejects on purpose: the original of every `retry_after` copy
+    // (`rejected`, as the specification's AMQP table says) and every `drop()`.
+    if kind == QueueType::Quorum
         && let Some(dead) = &declaration.dead_letter
     {
         let (exchange, key) = dead_letter_target(dead)
@@ -158,15 +165,13 @@ pub(crate) fn arguments(kind: QueueType, declaration: &Declaration) -> Result<Va
         if let Some(key) = key {
             put("x-dead-letter-routing-key", Value::String(key));
         }
-        if kind == QueueType::Quorum {
-            // Dead-letter without loss: the broker keeps a message until the
-            // dead-letter queue has it.
-            put(
-                "x-dead-letter-strategy",
-                Value::String("at-least-once".into()),
-            );
-            put("x-overflow", Value::String("reject-publish".into()));
-        }
+        // Dead-letter without loss: the broker keeps a message until the dead-letter
+        // queue has it.
+        put(
+            "x-dead-letter-strategy",
+            Value::String("at-least-once".into()),
+        );
+        put("x-overflow", Value::String("reject-publish".into()));
     }
     let mut body = OrderedMap::new();
     body.insert(Value::String("durable".into()), Value::Bool(true));
@@ -206,7 +211,9 @@ pub(crate) fn check(
             kind.name()
         ));
     }
-    let strict = info.dead_letters_itself() || declared.is_some();
+    // A queue the mount declares must dead-letter as the mount says only where it
+    // dead-letters for the mount at all: a quorum queue.
+    let strict = info.dead_letters_itself() || declared == Some(QueueType::Quorum);
     if info.kind == "quorum"
         && let (Some(limit), Some(n)) = (info.delivery_limit, declaration.max_attempts)
         && limit >= 0
@@ -359,6 +366,34 @@ mod tests {
         );
         assert!(matches!(
             check(&q, &decl(3, Some("/exchanges/other")), None),
+            Check::Differs(_)
+        ));
+    }
+
+    #[test]
+    fn a_declared_classic_queue_leaves_dead_letters_to_the_runtime() {
+        let Value::Map(body) = arguments(QueueType::Classic, &decl(4, Some("d"))).unwrap() else {
+            panic!("not a map")
+        };
+        let Some(Value::Map(args)) = get(&body, "arguments") else {
+            panic!("no arguments")
+        };
+        assert_eq!(get(args, "x-dead-letter-exchange"), None);
+        assert_eq!(get(args, "x-delivery-limit"), None);
+        // An existing classic queue without a dead-letter exchange agrees with it.
+        let classic = QueueInfo {
+            kind: "classic".into(),
+            ..QueueInfo::default()
+        };
+        let declared = Some(QueueType::Classic);
+        assert_eq!(
+            check(&classic, &decl(4, Some("d")), declared),
+            Check::Agrees
+        );
+        // A declared quorum queue must dead-letter where the mount says.
+        let q = quorum(Some(3), None, None);
+        assert!(matches!(
+            check(&q, &decl(4, Some("d")), Some(QueueType::Quorum)),
             Check::Differs(_)
         ));
     }

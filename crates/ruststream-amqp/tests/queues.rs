@@ -157,6 +157,36 @@ async fn declare_makes_the_queue_with_the_arguments() {
     rabbitmq4(&["ctl", "-q", "delete_queue", &queue], None);
 }
 
+/// A classic queue the mount declares gets no dead-letter exchange: the runtime
+/// dead-letters for it, and an exchange would also take the originals it rejects (of
+/// every `retry_after` copy, of `drop()`).
+#[tokio::test]
+async fn a_declared_classic_queue_has_no_dead_letter_exchange() {
+    let queue = unique("made-classic");
+    let dead = q("classic");
+    let broker = broker().await;
+    let options = SubscribeOptions::new().declare(QueueType::Classic);
+    let sub = subscribe(&broker, spec(&queue, options, capped(4, Some(&dead)))).await;
+    assert!(!sub.capabilities.counts && !sub.capabilities.dead_letters);
+    let listed = rabbitmq4(
+        &["ctl", "-q", "list_queues", "name", "type", "arguments"],
+        None,
+    );
+    let line = listed
+        .lines()
+        .find(|l| l.starts_with(&queue))
+        .unwrap_or_else(|| panic!("{queue} not declared: {listed}"));
+    assert!(line.contains("classic"), "{line}");
+    assert!(!line.contains("x-dead-letter"), "{line}");
+    drop(sub);
+    // Declaring again agrees with the queue that is there.
+    let options = SubscribeOptions::new().declare(QueueType::Classic);
+    let again = subscribe(&broker, spec(&queue, options, capped(4, Some(&dead)))).await;
+    assert!(!again.capabilities.dead_letters);
+    broker.close().await;
+    rabbitmq4(&["ctl", "-q", "delete_queue", &queue], None);
+}
+
 #[tokio::test]
 async fn a_missing_queue_is_named() {
     let queue = unique("missing");

@@ -1,6 +1,7 @@
 //! Observing a running service: Prometheus metrics scraped from its HTTP endpoint while
 //! messages flow (memory broker and Redis), readiness flipped by cutting the broker's
-//! connection, middleware order and short-circuits, and logs at trace level that never
+//! connection (Redis, and RabbitMQ 4 with the `amqp` feature), retry copies waiting per
+//! subscription, middleware order and short-circuits, and logs at trace level that never
 //! show a password.
 //!
 //! Built with the features `http`, `logs` and `redis` (the workspace run has them: the
@@ -300,14 +301,22 @@ async fn ready_becomes(addr: SocketAddr, status: u16) -> String {
     }
 }
 
-#[tokio::test]
-async fn readiness_flips_while_redis_is_cut_and_back_when_restored() {
-    let url = redis_url();
-    let host = url.split_once("://").map_or(url.as_str(), |(_, r)| r);
-    let host = host.rsplit_once('@').map_or(host, |(_, r)| r);
-    let host = host.split('/').next().unwrap_or(host).to_owned();
-    let cut = Cut::start(host).await;
-    let broker = redis(&format!("redis://127.0.0.1:{}", cut.port)).await;
+/// `host:port` of a broker URL.
+fn host_of(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let rest = rest.rsplit_once('@').map_or(rest, |(_, r)| r);
+    rest.split(['/', '?']).next().unwrap_or(rest).to_owned()
+}
+
+/// Runs a service on `url` through a [`Cut`], cuts it, restores it, and checks `/ready`,
+/// `/health` and the attached gauge at each step, then that it consumes again.
+/// `through(port)` is the URL that goes through the cut's port.
+async fn readiness_flips(url: &str, through: impl Fn(u16) -> String) {
+    let cut = Cut::start(host_of(url)).await;
+    let through = through(cut.port);
+    let broker = ruststream::connect(&through).await.unwrap_or_else(|error| {
+        panic!("no broker at {url} ({error}): scripts/test prepares it (see its header)")
+    });
     let metrics = Metrics::new();
     let address = unique("ready");
     let running = App::with_broker(broker)
@@ -349,6 +358,81 @@ async fn readiness_flips_while_redis_is_cut_and_back_when_restored() {
     })
     .await;
     running.stop().await.expect("stops");
+}
+
+#[tokio::test]
+async fn readiness_flips_while_redis_is_cut_and_back_when_restored() {
+    readiness_flips(&redis_url(), |port| format!("redis://127.0.0.1:{port}")).await;
+}
+
+/// The same on RabbitMQ 4 (AMQP 1.0): the subscription's link and connection go with
+/// the cut, and `/ready` says so until the adapter has attached again.
+#[cfg(feature = "amqp")]
+#[tokio::test]
+async fn readiness_flips_while_rabbitmq_is_cut_and_back_when_restored() {
+    let url = std::env::var("RUSTSTREAM_AMQP_URL")
+        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5673".into());
+    let credentials = url
+        .split_once("://")
+        .and_then(|(_, rest)| rest.rsplit_once('@'))
+        .map_or("guest:guest", |(user, _)| user)
+        .to_owned();
+    // The queue is made at subscribe (a classic one: the mount declares nothing).
+    readiness_flips(&url, |port| {
+        format!("amqp://{credentials}@127.0.0.1:{port}?declare=classic")
+    })
+    .await;
+}
+
+/// Each subscription's gauge counts its own retry copies waiting in the process: a
+/// Redis stream of the default form keeps `retry_after` copies in the process.
+#[tokio::test]
+async fn delayed_copies_are_counted_per_subscription() {
+    let broker = redis(&redis_url()).await;
+    let metrics = Metrics::new();
+    let (waiting, other) = (unique("waiting"), unique("other"));
+    let running = App::with_broker(broker)
+        .metrics(&metrics)
+        .mount(waiting.as_str(), |n: u64| async move {
+            if n < 3 {
+                ruststream::retry_after(Duration::from_secs(60))
+            } else {
+                ack()
+            }
+        })
+        .mount(other.as_str(), |_: u64| async { ack() })
+        .start()
+        .await
+        .expect("starts");
+    let publisher = running.publisher();
+    for n in 0..5u64 {
+        publisher
+            .publish(waiting.as_str(), &n)
+            .await
+            .expect("published");
+        publisher
+            .publish(other.as_str(), &n)
+            .await
+            .expect("published");
+    }
+    let gauge = |address: &str| series("ruststream_delayed_copies", address, "");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let scrape = metrics.render();
+        let handled = series("messaging_client_consumed_messages_total", &other, "");
+        if value(&scrape, &gauge(&waiting)) == 3.0 && value(&scrape, &handled) == 5.0 {
+            assert_eq!(value(&scrape, &gauge(&other)), 0.0, "{scrape}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "three copies never waited:\n{scrape}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // A stop publishes them early: nothing waits any more.
+    running.stop().await.expect("stops");
+    assert_eq!(value(&metrics.render(), &gauge(&waiting)), 0.0);
 }
 
 /// Records the order middleware sees a delivery in, and settles `stop` at once.

@@ -12,8 +12,8 @@
 //! until there is room again.
 
 use std::future::Future;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use ruststream_core::{Address, MESSAGE_ID, Message, Publish};
@@ -88,6 +88,8 @@ pub(crate) struct DelayedCopy {
 pub(crate) struct Deferred {
     limit: DelayedLimit,
     pending: AtomicUsize,
+    /// What waits, per subscription (a handful: scanned, not hashed).
+    by_subscription: Mutex<Vec<(Address, usize)>>,
     copies: AtomicUsize,
     bytes: AtomicUsize,
     full: AtomicBool,
@@ -110,6 +112,7 @@ impl Deferred {
         Self {
             limit,
             pending: AtomicUsize::new(0),
+            by_subscription: Mutex::new(Vec::new()),
             copies: AtomicUsize::new(0),
             bytes: AtomicUsize::new(0),
             full: AtomicBool::new(false),
@@ -122,17 +125,23 @@ impl Deferred {
         }
     }
 
-    pub(crate) fn schedule<F, Fut>(self: &Arc<Self>, delay: Duration, then: F)
-    where
+    /// Runs `then` after `delay`, counted as waiting for `subscription`.
+    pub(crate) fn schedule<F, Fut>(
+        self: &Arc<Self>,
+        subscription: &Address,
+        delay: Duration,
+        then: F,
+    ) where
         F: FnOnce() -> Fut + Send + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        self.pending.fetch_add(1, Ordering::AcqRel);
+        self.started(subscription);
         let this = self.clone();
+        let subscription = subscription.clone();
         tokio::spawn(async move {
             this.sleep(delay).await;
             then().await;
-            this.finished();
+            this.finished(&subscription);
         });
     }
 
@@ -145,7 +154,7 @@ impl Deferred {
         publish: Arc<dyn Publish>,
     ) {
         let size = size_of(&copy.message);
-        self.pending.fetch_add(1, Ordering::AcqRel);
+        self.started(&copy.subscription);
         let copies = self.copies.fetch_add(1, Ordering::AcqRel) + 1;
         let bytes = self.bytes.fetch_add(size, Ordering::AcqRel) + size;
         if copies >= self.limit.copies || bytes >= self.limit.bytes {
@@ -159,6 +168,7 @@ impl Deferred {
         let this = self.clone();
         tokio::spawn(async move {
             this.sleep(delay).await;
+            let subscription = copy.subscription.clone();
             this.publish_copy(copy, publish).await;
             let copies = this.copies.fetch_sub(1, Ordering::AcqRel) - 1;
             let bytes = this.bytes.fetch_sub(size, Ordering::AcqRel) - size;
@@ -169,7 +179,7 @@ impl Deferred {
                 this.full.store(false, Ordering::Release);
                 this.room.notify_waiters();
             }
-            this.finished();
+            this.finished(&subscription);
         });
     }
 
@@ -226,7 +236,28 @@ impl Deferred {
         }
     }
 
-    fn finished(&self) {
+    fn started(&self, subscription: &Address) {
+        self.pending.fetch_add(1, Ordering::AcqRel);
+        let mut by = self
+            .by_subscription
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match by.iter_mut().find(|(a, _)| a == subscription) {
+            Some((_, n)) => *n += 1,
+            None => by.push((subscription.clone(), 1)),
+        }
+    }
+
+    fn finished(&self, subscription: &Address) {
+        if let Some((_, n)) = self
+            .by_subscription
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter_mut()
+            .find(|(a, _)| a == subscription)
+        {
+            *n = n.saturating_sub(1);
+        }
         if self.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
             self.done.notify_waiters();
         }
@@ -234,6 +265,16 @@ impl Deferred {
 
     pub(crate) fn pending(&self) -> usize {
         self.pending.load(Ordering::Acquire)
+    }
+
+    /// What waits for `subscription`'s deliveries: retry copies and held deliveries.
+    pub(crate) fn pending_for(&self, subscription: &Address) -> usize {
+        self.by_subscription
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .find(|(a, _)| a == subscription)
+            .map_or(0, |(_, n)| *n)
     }
 
     /// Whether the delayed copies are at their bound: take no more deliveries.

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use ruststream_core::{
-    AckError, BoxFuture, Delivery, HeaderValue, Message, Original, Plan, RETRY_COUNT, Settlement,
-    Settling,
+    AckError, Address, BoxFuture, Delivery, HeaderValue, Message, Original, Plan, RETRY_COUNT,
+    Settlement, Settling,
 };
 
 use super::Runtime;
@@ -20,10 +20,10 @@ use crate::settled::SettleError;
 /// the broker, so that a lasting failure neither loses it nor spins.
 const HAND_BACK_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 
-fn hand_back_later(delivery: Delivery, runtime: &Runtime) {
+fn hand_back_later(delivery: Delivery, from: &Address, runtime: &Runtime) {
     runtime
         .deferred
-        .schedule(HAND_BACK_AFTER, move || async move {
+        .schedule(from, HAND_BACK_AFTER, move || async move {
             std::mem::drop(delivery);
         });
 }
@@ -65,7 +65,7 @@ pub(super) fn execute(
 ) -> Execution {
     let Some(copy) = &plan.copy else {
         return Execution::Settle(
-            settle_now(delivery, plan.original, settles, runtime)
+            settle_now(delivery, plan.original, settles, why.from, runtime)
                 .unwrap_or_else(|error| Settling::done(Err(error))),
         );
     };
@@ -79,16 +79,16 @@ pub(super) fn execute(
     }
     let (to, delay) = (copy.to.clone(), copy.delay);
     let runtime = runtime.clone();
+    let subscription = why.from.clone();
     Execution::Copy(Box::pin(async move {
         let Some(delay) = delay else {
             if let Err(error) = runtime.publish.publish(to, message).await {
-                hand_back_later(delivery, &runtime);
+                hand_back_later(delivery, &subscription, &runtime);
                 return Err(error.into());
             }
-            return Ok(settle_now(delivery, original, settles, &runtime)?.await?);
+            return Ok(settle_now(delivery, original, settles, &subscription, &runtime)?.await?);
         };
-        let subscription = delivery.address().clone();
-        settle_now(delivery, original, settles, &runtime)?.await?;
+        settle_now(delivery, original, settles, &subscription, &runtime)?.await?;
         let copy = DelayedCopy {
             subscription,
             to,
@@ -107,18 +107,19 @@ fn settle_now(
     delivery: Delivery,
     original: Original,
     settles: bool,
+    from: &Address,
     runtime: &Runtime,
 ) -> Result<Settling, AckError> {
     match original {
         Original::Settle(settlement) => Ok(delivery.settle(settlement)),
         Original::Hold(delay, settlement) => {
-            hold(delivery, delay, settlement, runtime);
+            hold(delivery, delay, settlement, from, runtime);
             Ok(Settling::done(Ok(())))
         }
         Original::Unsupported => {
             tracing::debug!("settlement not supported by this subscription");
             if settles {
-                hand_back_later(delivery, runtime);
+                hand_back_later(delivery, from, runtime);
             }
             Err(AckError::Unsupported)
         }
@@ -126,8 +127,14 @@ fn settle_now(
     }
 }
 
-fn hold(delivery: Delivery, delay: std::time::Duration, settlement: Settlement, runtime: &Runtime) {
-    runtime.deferred.schedule(delay, move || async move {
+fn hold(
+    delivery: Delivery,
+    delay: std::time::Duration,
+    settlement: Settlement,
+    from: &Address,
+    runtime: &Runtime,
+) {
+    runtime.deferred.schedule(from, delay, move || async move {
         if let Err(error) = delivery.settle(settlement).await {
             tracing::warn!(%error, "held delivery: settlement failed");
         }

@@ -147,10 +147,10 @@ impl Subscribed {
         &self.attached
     }
 
-    /// Retry copies and held deliveries waiting for their delay in this process (all
-    /// subscriptions of the service together).
+    /// Retry copies and held deliveries of this subscription waiting in the process
+    /// for their delay.
     pub fn delayed(&self) -> usize {
-        self.delayed.pending()
+        self.delayed.pending_for(&self.address)
     }
 }
 

@@ -301,23 +301,17 @@ impl Metrics {
         header(
             &mut out,
             "ruststream_delayed_copies",
-            "Retry copies and held deliveries waiting in the process for their delay (the whole service).",
+            "Retry copies and held deliveries of the subscription waiting in the process for their delay.",
             "gauge",
         );
-        let mut delayed: Vec<&Arc<crate::dispatch::Deferred>> = Vec::new();
         for s in &subscriptions {
-            if !delayed
-                .iter()
-                .any(|d| Arc::ptr_eq(d, &s.subscribed.delayed))
-            {
-                delayed.push(&s.subscribed.delayed);
-            }
+            let _ = writeln!(
+                out,
+                "ruststream_delayed_copies{{{}}} {}",
+                sub(s),
+                s.subscribed.delayed()
+            );
         }
-        let _ = writeln!(
-            out,
-            "ruststream_delayed_copies {}",
-            delayed.iter().map(|d| d.pending()).sum::<usize>()
-        );
         header(
             &mut out,
             "messaging_client_sent_messages_total",
