@@ -66,6 +66,29 @@ async fn a_delayed_copy_survives_a_publish_outage() {
     app.stop().await.expect("clean stop");
 }
 
+/// The original's settlement fails after the broker carried it out (the reply lost
+/// with the connection): the copy is owed all the same, since the original may be gone
+/// for good. Here it is: the copy is the only way the message comes back.
+#[tokio::test(start_paused = true)]
+async fn a_delayed_copy_goes_out_when_the_originals_settlement_reply_is_lost() {
+    let calls = Calls::default();
+    let app = TestApp::try_start(
+        MemoryBroker::with_capabilities(Capabilities::SETTLES),
+        |b| {
+            App::new(Faulty::new(b).lose_settlement_reply_if(|d| {
+                d.headers().get(ruststream::core::RETRY_COUNT).is_none()
+            }))
+            .mount("q", retry_once(&calls, Duration::from_millis(100)))
+        },
+    )
+    .await
+    .expect("starts");
+    app.publish("q", &7).await;
+    wait_until("the copy handled", || calls.len() == 2).await;
+    assert_eq!(calls.attempts(), [1, 2]);
+    app.stop().await.expect("clean stop");
+}
+
 /// At the bound, the service takes no more deliveries until a copy is out: on the
 /// default sequential loop, with workers and with lanes.
 #[tokio::test(start_paused = true)]

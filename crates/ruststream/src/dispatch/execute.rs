@@ -88,7 +88,14 @@ pub(super) fn execute(
             }
             return Ok(settle_now(delivery, original, settles, &subscription, &runtime)?.await?);
         };
-        settle_now(delivery, original, settles, &subscription, &runtime)?.await?;
+        let settled = match settle_now(delivery, original, settles, &subscription, &runtime) {
+            Ok(settling) => settling.await,
+            Err(error) => Err(error),
+        };
+        // The copy is owed even when the settlement failed: a failure may come after the
+        // broker carried it out (an `XACK` whose reply a lost connection took), and then
+        // the copy is all that is left of the message. Where it was not carried out, the
+        // original comes back as well: a duplicate, never a loss.
         let copy = DelayedCopy {
             subscription,
             to,
@@ -97,7 +104,7 @@ pub(super) fn execute(
         runtime
             .deferred
             .schedule_copy(delay, copy, runtime.publish.clone());
-        Ok(())
+        Ok(settled?)
     }))
 }
 

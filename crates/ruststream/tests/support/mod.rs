@@ -223,6 +223,7 @@ type Rule = Arc<dyn Fn(&Delivery) -> bool + Send + Sync>;
 pub struct Faulty {
     inner: MemoryBroker,
     refuse_settlement: Option<Rule>,
+    lose_reply: Option<Rule>,
     defect: Option<Rule>,
     refuse_publish_to: Vec<Address>,
     outage: Arc<AtomicBool>,
@@ -235,6 +236,7 @@ impl Faulty {
         Self {
             inner,
             refuse_settlement: None,
+            lose_reply: None,
             defect: None,
             refuse_publish_to: Vec::new(),
             outage: Arc::new(AtomicBool::new(false)),
@@ -264,6 +266,17 @@ impl Faulty {
         self
     }
 
+    /// Carries out the settlement of deliveries for which `rule` holds, then reports it
+    /// failed (`AckError::Disconnected`): a connection lost after the command reached
+    /// the server and before its reply came back.
+    pub fn lose_settlement_reply_if(
+        mut self,
+        rule: impl Fn(&Delivery) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.lose_reply = Some(Arc::new(rule));
+        self
+    }
+
     /// Marks deliveries for which `rule` holds with a transport-level defect.
     pub fn defect_if(mut self, rule: impl Fn(&Delivery) -> bool + Send + Sync + 'static) -> Self {
         self.defect = Some(Arc::new(rule));
@@ -282,9 +295,17 @@ pub const DEFECT: &str = "truncated frame";
 /// The reason [`Faulty`] gives for a refused settlement.
 pub const REFUSAL: &str = "refused by the test broker";
 
+/// What [`FaultyAcker`] does with a delivery's settlement.
+#[derive(Clone, Copy)]
+enum Fault {
+    None,
+    Refuse,
+    LoseReply,
+}
+
 struct FaultyAcker {
     slow: Option<Duration>,
-    held: Mutex<HashMap<u64, (Delivery, bool)>>,
+    held: Mutex<HashMap<u64, (Delivery, Fault)>>,
     /// Deliveries whose settlement was refused: kept, so they stay unsettled with the
     /// memory broker (dropping one would hand it back at once).
     refused: Mutex<Vec<Delivery>>,
@@ -303,14 +324,18 @@ impl Acker for FaultyAcker {
         match held {
             None => Settling::done(Err(AckError::Refused("unknown delivery".into()))),
             // Refused: the memory broker's delivery stays unsettled.
-            Some((inner, true)) => {
+            Some((inner, Fault::Refuse)) => {
                 self.refused
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .push(inner);
                 Settling::done(Err(AckError::Refused(REFUSAL.into())))
             }
-            Some((inner, false)) => match self.slow {
+            Some((inner, Fault::LoseReply)) => Settling::pending(async move {
+                let _ = inner.settle(settlement).await;
+                Err(AckError::Disconnected)
+            }),
+            Some((inner, Fault::None)) => match self.slow {
                 Some(after) => Settling::pending(async move {
                     tokio::time::sleep(after).await;
                     inner.settle(settlement).await
@@ -351,11 +376,18 @@ impl Broker for Faulty {
             });
             let next = Arc::new(AtomicU64::new(0));
             let refuse = self.refuse_settlement.clone();
+            let lose_reply = self.lose_reply.clone();
             let defect = self.defect.clone();
             let deliveries = inner.deliveries.map(move |item| {
                 let delivery = item?;
                 let n = next.fetch_add(1, Ordering::Relaxed);
-                let refused = refuse.as_ref().is_some_and(|rule| rule(&delivery));
+                let fault = if refuse.as_ref().is_some_and(|rule| rule(&delivery)) {
+                    Fault::Refuse
+                } else if lose_reply.as_ref().is_some_and(|rule| rule(&delivery)) {
+                    Fault::LoseReply
+                } else {
+                    Fault::None
+                };
                 let defective = defect.as_ref().is_some_and(|rule| rule(&delivery));
                 let mut outer = Delivery::new(
                     delivery.payload().clone(),
@@ -374,7 +406,7 @@ impl Broker for Faulty {
                     .held
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
-                    .insert(n, (delivery, refused));
+                    .insert(n, (delivery, fault));
                 Ok(outer)
             });
             Ok(Subscription {
