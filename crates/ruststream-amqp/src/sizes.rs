@@ -13,6 +13,10 @@
 //! * a list, map or array that declares more elements than it has bytes (each element
 //!   takes at least one byte, except in an array of a zero-width type, which is refused
 //!   when it claims more elements than its size in bytes);
+//! * a list, map or array whose elements end before its declared size does: serde_amqp
+//!   reads its elements and goes on *after the last one*, so the bytes left in the size
+//!   would be decoded as the values that follow, unchecked (an empty array is its count
+//!   alone: serde_amqp reads no element constructor for it);
 //! * nesting deeper than [`MAX_DEPTH`] (serde_amqp recurses once per level);
 //! * a byte that is no AMQP format code.
 //!
@@ -33,6 +37,9 @@ pub(crate) enum Bad {
     /// A list, map or array declares more elements than it has bytes.
     #[error("a value at byte {0} declares more elements than it has bytes")]
     Count(usize),
+    /// A list, map or array holds bytes past its last element.
+    #[error("a value at byte {0} holds bytes past its last element")]
+    Trailing(usize),
     /// Nesting deeper than [`MAX_DEPTH`].
     #[error("values nested deeper than {MAX_DEPTH} at byte {0}")]
     Depth(usize),
@@ -104,8 +111,8 @@ fn body(b: &[u8], code: u8, at: usize, pos: usize, end: usize, depth: usize) -> 
             } else {
                 (usize::from(byte(b, start, inner_end)?), start + 1)
             };
-            if matches!(code, 0xe0 | 0xf0) {
-                array(b, at, first, count, inner_end, depth + 1)?;
+            let last = if matches!(code, 0xe0 | 0xf0) {
+                array(b, at, first, count, inner_end, depth + 1)?
             } else {
                 if count > inner_end - first {
                     return Err(Bad::Count(at));
@@ -114,6 +121,10 @@ fn body(b: &[u8], code: u8, at: usize, pos: usize, end: usize, depth: usize) -> 
                 for _ in 0..count {
                     p = value(b, p, inner_end, depth + 1)?;
                 }
+                p
+            };
+            if last != inner_end {
+                return Err(Bad::Trailing(at));
             }
             Ok(inner_end)
         }
@@ -121,7 +132,8 @@ fn body(b: &[u8], code: u8, at: usize, pos: usize, end: usize, depth: usize) -> 
     }
 }
 
-/// The elements of an array: one constructor (maybe described), then `count` bodies.
+/// The elements of an array: one constructor (maybe described), then `count` bodies;
+/// where they end. An empty array has no constructor.
 fn array(
     b: &[u8],
     at: usize,
@@ -129,9 +141,9 @@ fn array(
     count: usize,
     end: usize,
     depth: usize,
-) -> Result<(), Bad> {
+) -> Result<usize, Bad> {
     if count == 0 {
-        return Ok(());
+        return Ok(pos);
     }
     let mut p = pos;
     let mut code = byte(b, p, end)?;
@@ -151,7 +163,7 @@ fn array(
     for _ in 0..count {
         p = body(b, code, at, p, end, depth)?;
     }
-    Ok(())
+    Ok(p)
 }
 
 /// `pos + size` when it is within `end`.
@@ -265,6 +277,31 @@ mod tests {
         // an array8 of two ints is fine.
         let bytes = [0xe0, 0x0a, 0x02, 0x71, 0, 0, 0, 1, 0, 0, 0, 2];
         assert_eq!(check(&bytes), Ok(()));
+    }
+
+    /// Found by the `amqp_sizes` fuzz target: an amqp-sequence holding an empty array8
+    /// whose size says 35 bytes. serde_amqp reads the count (0) and goes on after it, so
+    /// the other 33 bytes were decoded as values the check had skipped; one of them
+    /// made serde_amqp's `IoReader` zero 2 GiB.
+    #[test]
+    fn bytes_past_the_last_element_are_refused() {
+        let mut bytes = vec![0x00, 0x53, 0x76, 0xe0, 0x23, 0x00, 0xb3, 0x81, 0xff, 0x81];
+        bytes.extend_from_slice(&[0xff; 8]);
+        bytes.extend_from_slice(&[0xf8, 0, 0, 0, 0, 0, 0, 0, 0, 0x08, 0, 0, 0, 0, 0, 0, 0]);
+        bytes.extend_from_slice(&[0x08, 0x23, 0x00, 0x00, 0x7b]);
+        assert_eq!(bytes.len(), 40);
+        assert_eq!(check(&bytes), Err(Bad::Trailing(3)));
+        // An empty array is its count alone; with a constructor it is refused too.
+        assert_eq!(check(&[0xe0, 0x01, 0x00]), Ok(()));
+        assert_eq!(check(&[0xe0, 0x02, 0x00, 0x40]), Err(Bad::Trailing(0)));
+        // A list8 of one null whose size leaves a byte over.
+        assert_eq!(
+            check(&[0xc0, 0x03, 0x01, 0x40, 0x40]),
+            Err(Bad::Trailing(0))
+        );
+        // An array8 of one int with a byte over.
+        let bytes = [0xe0, 0x07, 0x01, 0x71, 0, 0, 0, 1, 0];
+        assert_eq!(check(&bytes), Err(Bad::Trailing(0)));
     }
 
     #[test]
