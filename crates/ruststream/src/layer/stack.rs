@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use ruststream_core::Delivery;
 
-use super::{Handling, Middleware};
+use super::{Handling, Middleware, Visits};
 use crate::outcome::Outcome;
 use crate::settled::Settled;
 
@@ -23,6 +23,17 @@ impl Stack {
             all: all.into_boxed_slice(),
             wrapping,
         }
+    }
+
+    /// The visits of the middleware that follow `delivery` (none: nothing allocated).
+    pub(crate) fn visit(&self, delivery: &Delivery) -> Visits {
+        let mut visits = Visits::default();
+        for m in self.all.iter() {
+            if let Some(visit) = m.visit(delivery) {
+                visits.0.push(visit);
+            }
+        }
+        visits
     }
 
     /// The first outcome a middleware settles the delivery with, outermost first.
