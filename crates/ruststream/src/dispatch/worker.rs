@@ -77,7 +77,9 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
         visits: &mut Visits,
     ) -> Result<H::Future, Option<(Outcome, Cause)>> {
         if let Some(stack) = self.handler.stack() {
-            *visits = stack.visit(delivery);
+            // Taken with the settlement before: empty (unless a `fail_fast` left some).
+            visits.0.clear();
+            stack.visit(delivery, visits);
             if let Some(outcome) = stack.before(delivery) {
                 return Err(Some((outcome, Cause::Layer)));
             }

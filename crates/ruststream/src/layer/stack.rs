@@ -25,15 +25,15 @@ impl Stack {
         }
     }
 
-    /// The visits of the middleware that follow `delivery` (none: nothing allocated).
-    pub(crate) fn visit(&self, delivery: &Delivery) -> Visits {
-        let mut visits = Visits::default();
+    /// Puts into `visits` (empty) those of the middleware that follow `delivery` (none:
+    /// nothing allocated).
+    #[inline]
+    pub(crate) fn visit(&self, delivery: &Delivery, visits: &mut Visits) {
         for m in self.all.iter() {
             if let Some(visit) = m.visit(delivery) {
                 visits.0.push(visit);
             }
         }
-        visits
     }
 
     /// The first outcome a middleware settles the delivery with, outermost first.
