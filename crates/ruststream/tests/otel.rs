@@ -1,7 +1,8 @@
 //! OpenTelemetry tracing (feature `otel`) on Redis: one trace follows a message through
 //! its publish, its retries (an immediate copy, a delayed copy), its dead letter and the
-//! dead letter's handling, and a request through its reply; the spans are exported over
-//! OTLP/HTTP to a receiver in the test that decodes the collector's protocol
+//! dead letter's handling, and a request through its reply; on the memory broker, whose
+//! redeliveries are its own, through those and its dead letter. The spans are exported
+//! over OTLP/HTTP to a receiver in the test that decodes the collector's protocol
 //! (`ExportTraceServiceRequest`, from `opentelemetry-proto`).
 //!
 //! Redis from `RUSTSTREAM_REDIS_URL` (default `redis://127.0.0.1:6379`,
@@ -355,5 +356,74 @@ async fn a_reply_continues_the_trace_of_its_request_on_redis() {
         attribute(reply, "messaging.message.conversation_id").is_some(),
         "the reply names its conversation"
     );
+    tracing.provider().shutdown().expect("shuts down");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn native_retries_keep_the_trace_and_the_dead_letter_continues_it_on_memory() {
+    // The memory broker requeues (and delays) itself: its redeliveries carry the headers
+    // they arrived with, so each attempt's parent is the original publish; the dead
+    // letter is the runtime's copy, the last attempt's child.
+    let (endpoint, received) = receiver().await;
+    let tracing = Tracing::otlp(&endpoint, "otel-test").expect("an exporter");
+    let broker = ruststream::memory::MemoryBroker::new();
+    let running = App::new(broker)
+        .tracing(&tracing)
+        .mount(
+            Mount::new("orders").max_attempts(3).dead_letter("dead"),
+            flaky,
+        )
+        .mount("dead", |_: u64| async {})
+        .start()
+        .await
+        .expect("starts");
+    running
+        .publisher()
+        .publish("orders", &7u64)
+        .await
+        .expect("published");
+    wait_for(&tracing, &received, |spans| {
+        spans.iter().any(|s| s.name == "process dead")
+    })
+    .await;
+    running.stop().await.expect("stops");
+    let spans = received.spans();
+    let publish = spans
+        .iter()
+        .find(|s| s.name == "publish orders")
+        .expect("the publish span");
+    let attempts: Vec<&Span> = spans
+        .iter()
+        .filter(|s| s.name == "process orders")
+        .collect();
+    assert_eq!(attempts.len(), 3);
+    let plans: Vec<Option<String>> = attempts
+        .iter()
+        .map(|s| attribute(s, "ruststream.plan"))
+        .collect();
+    for span in &attempts {
+        assert_eq!(span.trace_id, publish.trace_id);
+        assert_eq!(span.parent_span_id, publish.span_id, "a native redelivery");
+        assert_eq!(
+            attribute(span, "messaging.system").as_deref(),
+            Some("memory")
+        );
+    }
+    assert!(plans.contains(&Some("dead_letter".into())), "{plans:?}");
+    let last = attempts
+        .iter()
+        .find(|s| attribute(s, "ruststream.plan").as_deref() == Some("dead_letter"))
+        .expect("the last attempt");
+    let letter = spans
+        .iter()
+        .find(|s| s.name == "dead_letter dead")
+        .expect("the dead letter's span");
+    assert_eq!(letter.parent_span_id, last.span_id);
+    let handled = spans
+        .iter()
+        .find(|s| s.name == "process dead")
+        .expect("the dead letter's delivery");
+    assert_eq!(handled.parent_span_id, letter.span_id);
+    assert_eq!(handled.trace_id, publish.trace_id);
     tracing.provider().shutdown().expect("shuts down");
 }
