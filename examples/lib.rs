@@ -7,6 +7,7 @@
 //! | `orders_by_url` | [running](../docs/running.md#the-broker-by-url): the broker by URL |
 //! | `greetings` | [running](../docs/running.md#publishing): publishing, then stopping |
 //! | `amqp_orders` | [operating](../docs/operating.md): AMQP queues declared by the service, its AsyncAPI document |
+//! | `observed` | [observability](../docs/observability.md#a-service-with-tracing-metrics-and-health): tracing, metrics and health |
 //!
 //! `cargo run -p examples --example greetings`. Each example is, line for line, a code
 //! block of its guide (after its own `//!` lines): the test below fails where they
@@ -17,11 +18,12 @@ mod tests {
     use std::path::Path;
 
     /// Each example and the guide that shows it.
-    const SHOWN: [(&str, &str); 4] = [
+    const SHOWN: [(&str, &str); 5] = [
         ("lines.rs", "running.md"),
         ("orders_by_url.rs", "running.md"),
         ("greetings.rs", "running.md"),
         ("amqp_orders.rs", "operating.md"),
+        ("observed.rs", "observability.md"),
     ];
 
     /// The example's code: the file without its leading `//!` lines.

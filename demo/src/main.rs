@@ -15,6 +15,7 @@
 //! cargo run -p demo -- asyncapi --format yaml   # its AsyncAPI 3.0 document
 //! cargo run -p demo -- --help
 //! RUSTSTREAM_HTTP_PORT=9090 cargo run -p demo   # also serves /metrics, /ready, /health
+//! OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 cargo run -p demo   # traces, OTLP/HTTP
 //! ```
 //!
 //! Given a port (`RUSTSTREAM_HTTP_PORT`), the demo serves its metrics and readiness on
@@ -172,6 +173,15 @@ async fn run(
             .http(std::net::SocketAddr::from(([127, 0, 0, 1], port))),
         Some(Err(error)) => return Err(format!("RUSTSTREAM_HTTP_PORT: {error}")),
     };
+    // Given a collector, traces every delivery and publish (OTLP/HTTP).
+    let tracing = match std::env::var_os("OTEL_EXPORTER_OTLP_ENDPOINT") {
+        Some(_) => Some(ruststream::observe::init_tracing().map_err(|e| e.to_string())?),
+        None => None,
+    };
+    let app = match &tracing {
+        Some(tracing) => app.tracing(tracing),
+        None => app,
+    };
     let publisher = app.publisher();
     let running = app.start().await.map_err(|e| e.to_string())?;
 
@@ -214,6 +224,11 @@ async fn run(
         let _ = tokio::signal::ctrl_c().await;
     }
     let result = running.stop().await;
+    if let Some(tracing) = tracing
+        && let Err(error) = tracing.provider().shutdown()
+    {
+        eprintln!("demo: the last spans were not exported: {error}");
+    }
     println!("demo: {seen} of {expected} settlements seen");
     result.map_err(|e| e.to_string())?;
     if seen == expected {

@@ -48,6 +48,29 @@ async fn on_raw(Raw(bytes): Raw) {
     std::hint::black_box(bytes.len());
 }
 
+/// Tracing with the SDK's batch processor (its own thread) and an exporter that
+/// drops the spans: what the delivery path pays is making, filling and ending them.
+#[cfg(feature = "otel")]
+fn traced() -> ruststream::observe::Tracing {
+    use opentelemetry_sdk::error::OTelSdkResult;
+    use opentelemetry_sdk::trace::{SdkTracerProvider, SpanData, SpanExporter};
+
+    #[derive(Debug)]
+    struct Discard;
+
+    impl SpanExporter for Discard {
+        async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+            std::hint::black_box(batch);
+            Ok(())
+        }
+    }
+
+    let provider = SdkTracerProvider::builder()
+        .with_batch_exporter(Discard)
+        .build();
+    ruststream::observe::Tracing::new(provider)
+}
+
 /// Handles every queued message; the region callgrind and the allocation counter see.
 #[inline(never)]
 fn drain(runtime: &tokio::runtime::Runtime, broker: &MemoryBroker, running: &Running) {
@@ -71,7 +94,12 @@ fn main() {
         .build()
         .expect("a tokio runtime");
     let broker = MemoryBroker::new();
-    // `<mode>+metrics`: the same with the metrics layer (feature `prometheus`).
+    // `<mode>+metrics`: the same with the metrics layer (feature `prometheus`);
+    // `<mode>+tracing`: with OpenTelemetry tracing (feature `otel`).
+    let (mode, tracing) = match mode.strip_suffix("+tracing") {
+        Some(mode) => (mode.to_owned(), true),
+        None => (mode, false),
+    };
     let (mode, metrics) = match mode.strip_suffix("+metrics") {
         Some(mode) => (mode.to_owned(), true),
         None => (mode, false),
@@ -90,6 +118,10 @@ fn main() {
     };
     #[cfg(not(feature = "prometheus"))]
     assert!(!metrics, "+metrics needs --features prometheus");
+    #[cfg(feature = "otel")]
+    let app = if tracing { app.tracing(&traced()) } else { app };
+    #[cfg(not(feature = "otel"))]
+    assert!(!tracing, "+tracing needs --features otel");
     let publisher = app.publisher();
     let fill = |count: usize| {
         runtime.block_on(async {
@@ -124,8 +156,9 @@ fn main() {
     let stats = region.change();
 
     println!(
-        "mode={mode}{} messages={count} allocations={} reallocations={} bytes={}",
+        "mode={mode}{}{} messages={count} allocations={} reallocations={} bytes={}",
         if metrics { "+metrics" } else { "" },
+        if tracing { "+tracing" } else { "" },
         stats.allocations,
         stats.reallocations,
         stats.bytes_allocated

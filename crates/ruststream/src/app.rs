@@ -317,6 +317,7 @@ impl App {
         let runtime = Arc::new(Runtime {
             app: self.app,
             service: self.name,
+            system: self.broker.name(),
             publish: self.broker.publisher(),
             after_settle: self.after_settle,
             shutdown: Shutdown::default(),

@@ -106,9 +106,9 @@ pub struct CliGuide;
 #[doc = include_str!("../../../docs/testing.md")]
 pub struct TestingGuide;
 
-/// The observability guide's example, compiled (it needs the `http` and `logs` features,
-/// which the demo turns on in the workspace).
-#[cfg(all(doctest, feature = "http", feature = "logs"))]
+/// The observability guide's examples, compiled (they need the `http`, `logs` and `otel`
+/// features, which the demo turns on in the workspace).
+#[cfg(all(doctest, feature = "http", feature = "logs", feature = "otel"))]
 #[doc = include_str!("../../../docs/observability.md")]
 pub struct ObservabilityGuide;
 

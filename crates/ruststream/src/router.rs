@@ -142,6 +142,7 @@ impl<H: Handler<M>, M: 'static> Endpoint for Route<H, M> {
             capabilities: subscription.capabilities,
             attached: subscription.attached.clone(),
             delayed: runtime.deferred.clone(),
+            system: runtime.system,
         };
         let stack = Stack::new(
             mount

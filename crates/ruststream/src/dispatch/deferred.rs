@@ -20,6 +20,8 @@ use ruststream_core::{Address, MESSAGE_ID, Message, Publish};
 use tokio::sync::Notify;
 use tokio::sync::futures::OwnedNotified;
 
+use crate::layer::Sents;
+
 /// How many retry copies, and how many bytes of them, may wait for their delay in the
 /// process at once. When either bound is reached the service takes no more deliveries
 /// until a copy has gone out.
@@ -81,6 +83,8 @@ pub(crate) struct DelayedCopy {
     pub(crate) subscription: Address,
     pub(crate) to: Address,
     pub(crate) message: Message,
+    /// What the delivery's visits want told once it is out (or given up).
+    pub(crate) sents: Sents,
 }
 
 /// Tasks that run after a delay. On a graceful stop they run at once (a retry copy
@@ -188,6 +192,7 @@ impl Deferred {
             subscription,
             to,
             mut message,
+            sents,
         } = copy;
         let mut backoff = FIRST_BACKOFF;
         let mut tries = 0u32;
@@ -200,18 +205,20 @@ impl Deferred {
                     if tries > 0 {
                         tracing::info!(%subscription, %to, message_id = %id, tries = tries + 1, "delayed retry copy published");
                     }
+                    sents.tell(Ok(()));
                     return;
                 }
                 Err(error) => {
                     tries += 1;
-                    message = error.message;
                     if id.is_empty() {
-                        id = message_id(&message);
+                        id = message_id(&error.message);
                     }
                     if self.giving_up.load(Ordering::Acquire) {
                         tracing::error!(%subscription, %to, message_id = %id, tries, error = %error.kind, "delayed retry copy lost: the stop's grace period is over");
+                        sents.tell(Err(&error));
                         return;
                     }
+                    message = error.message;
                     tracing::warn!(%subscription, %to, message_id = %id, tries, error = %error.kind, retry_in = ?backoff, "delayed retry copy not published; trying again");
                 }
             }

@@ -13,6 +13,7 @@ use ruststream_core::{
 use super::Runtime;
 use super::dead_letter::Why;
 use super::deferred::DelayedCopy;
+use crate::layer::{Republish, Visits};
 use crate::settled::SettleError;
 
 /// How long a delivery that could not be settled as planned (its copy was not published,
@@ -49,6 +50,7 @@ impl Future for Execution {
 
 /// Starts executing `plan` for `delivery`.
 ///
+/// The delivery's visits see the copy before it goes out, and are told whether it did.
 /// An immediate copy is published before the original is settled; if it cannot be
 /// published the original is left unsettled, so a failure duplicates rather than
 /// loses. A delayed copy is scheduled once the original is out of the way.
@@ -62,6 +64,7 @@ pub(super) fn execute(
     settles: bool,
     runtime: &Arc<Runtime>,
     why: &Why<'_>,
+    visits: &Visits,
 ) -> Execution {
     let Some(copy) = &plan.copy else {
         return Execution::Settle(
@@ -71,21 +74,34 @@ pub(super) fn execute(
     };
     let original = plan.original;
     let mut message: Message = delivery.to_message();
-    match copy.retry_count {
-        Some(count) => message
-            .headers
-            .insert(RETRY_COUNT, HeaderValue::from(count)),
-        None => super::dead_letter::mark(&mut message, why),
-    }
+    let republish = match copy.retry_count {
+        Some(count) => {
+            message
+                .headers
+                .insert(RETRY_COUNT, HeaderValue::from(count));
+            if copy.delay.is_some() {
+                Republish::DelayedRetry
+            } else {
+                Republish::Retry
+            }
+        }
+        None => {
+            super::dead_letter::mark(&mut message, why);
+            Republish::DeadLetter
+        }
+    };
     let (to, delay) = (copy.to.clone(), copy.delay);
+    let sents = visits.publishes(republish, &to, &mut message);
     let runtime = runtime.clone();
     let subscription = why.from.clone();
     Execution::Copy(Box::pin(async move {
         let Some(delay) = delay else {
             if let Err(error) = runtime.publish.publish(to, message).await {
+                sents.tell(Err(&error));
                 hand_back_later(delivery, &subscription, &runtime);
                 return Err(error.into());
             }
+            sents.tell(Ok(()));
             return Ok(settle_now(delivery, original, settles, &subscription, &runtime)?.await?);
         };
         let settled = match settle_now(delivery, original, settles, &subscription, &runtime) {
@@ -100,6 +116,7 @@ pub(super) fn execute(
             subscription,
             to,
             message,
+            sents,
         };
         runtime
             .deferred

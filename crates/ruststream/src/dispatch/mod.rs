@@ -31,6 +31,8 @@ pub(crate) struct Runtime {
     pub(crate) app: AppContext,
     /// The service's name, on its dead letters.
     pub(crate) service: String,
+    /// The broker's name (OpenTelemetry's `messaging.system`).
+    pub(crate) system: &'static str,
     pub(crate) publish: Arc<dyn Publish>,
     pub(crate) after_settle: Vec<AfterSettle>,
     pub(crate) shutdown: Shutdown,

@@ -16,6 +16,7 @@ use super::execute::execute;
 use super::sequential::Sequential;
 use crate::extract::Context;
 use crate::handler::Handler;
+use crate::layer::Visits;
 use crate::mount::Mount;
 use crate::outcome::Outcome;
 use crate::policy::Policy;
@@ -66,12 +67,22 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
 
     /// Makes the handler's arguments and calls it; or, where that fails, the failure
     /// policy's decision (`None`: the service must stop).
+    ///
+    /// Where the handler has middleware, `visits` is given the visits of those that follow
+    /// the delivery (the loop keeps them until it is settled).
     #[inline]
-    pub(super) fn start(&self, delivery: &Delivery) -> Result<H::Future, Option<(Outcome, Cause)>> {
-        if let Some(stack) = self.handler.stack()
-            && let Some(outcome) = stack.before(delivery)
-        {
-            return Err(Some((outcome, Cause::Layer)));
+    pub(super) fn start(
+        &self,
+        delivery: &Delivery,
+        visits: &mut Visits,
+    ) -> Result<H::Future, Option<(Outcome, Cause)>> {
+        if let Some(stack) = self.handler.stack() {
+            // Taken with the settlement before: empty (unless a `fail_fast` left some).
+            visits.0.clear();
+            stack.visit(delivery, visits);
+            if let Some(outcome) = stack.before(delivery) {
+                return Err(Some((outcome, Cause::Layer)));
+            }
         }
         if let Some(defect) = delivery.defect() {
             return Err(self.policy(
@@ -107,7 +118,9 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
         &self,
         settled: Settled,
         after: Option<crate::outcome::After>,
+        visits: &Visits,
     ) -> Option<BoxFuture<'static, ()>> {
+        visits.settled(&settled);
         for hook in &self.runtime.after_settle {
             hook(&settled);
         }
@@ -296,6 +309,13 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
         );
     }
 
+    /// Whether the delivery in hand may have visits: only where the handler has
+    /// middleware (known when the loop is compiled: nothing is looked at otherwise).
+    #[inline(always)]
+    pub(super) fn followed(&self, visits: &Visits) -> bool {
+        self.handler.stack().is_some() && !visits.is_empty()
+    }
+
     /// Whether someone learns of each settlement: the service's hooks, or middleware.
     #[inline(always)]
     pub(super) fn watched(&self) -> bool {
@@ -346,6 +366,7 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
         cause: Cause,
         facts: Facts,
         plan: Plan,
+        visits: Visits,
     ) {
         let (mut outcome, mut plan) = (outcome, plan);
         if let Some(reply) = outcome.reply.take()
@@ -373,6 +394,7 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
             self.capabilities.settles,
             &self.runtime,
             &why,
+            &visits,
         )
         .await;
         if let Err(error) = &result {
@@ -389,7 +411,7 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
             plan,
             result,
         };
-        if let Some(after) = self.after_settled(settled, outcome.after) {
+        if let Some(after) = self.after_settled(settled, outcome.after, &visits) {
             after.await;
         }
     }

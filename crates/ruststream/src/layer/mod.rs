@@ -5,7 +5,9 @@
 //! A middleware sees a delivery before its handler (and can settle it without calling
 //! the handler), can wrap the handler's future (to wait for a permit, or to enter a
 //! span around each poll), sees the handler's outcome, and sees the [`Settled`] with its
-//! plan once the settlement is over.
+//! plan once the settlement is over. A middleware that needs something per delivery (a
+//! span) follows it with a [`Visit`], which also sees the retry copies, delayed copies
+//! and dead letters the runtime publishes because of the delivery.
 //!
 //! A mount without layers is handled by the handler as mounted: nothing of this module
 //! is on its path. A mount with layers is handled by [`Layered`], which holds them.
@@ -14,6 +16,7 @@ mod layered;
 mod limit;
 mod publish;
 mod stack;
+mod visit;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,6 +29,8 @@ pub(crate) use publish::Published;
 pub use publish::{PublishLayer, PublishMiddleware};
 #[doc(hidden)]
 pub use stack::Stack;
+pub use visit::{Republish, Sent, Visit};
+pub(crate) use visit::{Sents, Visits};
 
 use crate::outcome::Outcome;
 use crate::settled::Settled;
@@ -76,6 +81,15 @@ pub trait Layer: Send + Sync + 'static {
 /// What runs around the deliveries of one subscription. Every method has a default that
 /// does nothing.
 pub trait Middleware: Send + Sync + 'static {
+    /// Starts following `delivery` until it is settled (called first, before
+    /// [`before`](Middleware::before)); the default follows nothing. See [`Visit`]:
+    /// what a middleware needs per delivery (a span), and how it sees the messages the
+    /// runtime publishes because of the delivery (retry copies, dead letters).
+    fn visit(&self, delivery: &Delivery) -> Option<Arc<dyn Visit>> {
+        let _ = delivery;
+        None
+    }
+
     /// Sees a delivery before its handler (and before its payload is decoded); an
     /// outcome settles it at once, without calling the handler (its cause:
     /// [`Cause::Layer`](crate::Cause::Layer)).
@@ -119,6 +133,7 @@ pub struct Subscribed {
     pub(crate) capabilities: Capabilities,
     pub(crate) attached: Attached,
     pub(crate) delayed: Arc<crate::dispatch::Deferred>,
+    pub(crate) system: &'static str,
 }
 
 impl std::fmt::Debug for Subscribed {
@@ -135,6 +150,11 @@ impl Subscribed {
     /// The mount's address.
     pub fn address(&self) -> &Address {
         &self.address
+    }
+
+    /// The broker's name (`redis`, `amqp`, `memory`): OpenTelemetry's `messaging.system`.
+    pub fn system(&self) -> &'static str {
+        self.system
     }
 
     /// What its form can do.

@@ -5,8 +5,10 @@ use std::sync::Arc;
 use ruststream_core::{Address, BoxFuture, Message, Publish, PublishError};
 
 /// Makes the middleware of the service's publisher (the one handlers and
-/// [`App::publisher`](crate::App::publisher) use; not the runtime's own retry copies and
-/// dead letters). Added with [`App::publish_layer`](crate::App::publish_layer).
+/// [`App::publisher`](crate::App::publisher) use, and replies; not the runtime's own
+/// retry copies and dead letters: a [`Middleware`](super::Middleware) sees those, through
+/// its [`Visit`](super::Visit) of the delivery they come from). Added with
+/// [`App::publish_layer`](crate::App::publish_layer).
 pub trait PublishLayer: Send + Sync + 'static {
     /// The middleware, made once when it is added.
     fn layer(&self) -> Arc<dyn PublishMiddleware>;
@@ -23,6 +25,24 @@ pub trait PublishMiddleware: Send + Sync + 'static {
     fn after(&self, to: &Address, result: &Result<(), PublishError>) {
         let _ = (to, result);
     }
+
+    /// Publishes `message` to `to` through `next` (the publishers inside this one): by
+    /// default [`before`](PublishMiddleware::before), the publish,
+    /// [`after`](PublishMiddleware::after). A middleware that keeps something across the
+    /// publish (a span) does it here, as a tower `Service` wraps the one inside it.
+    fn publish<'a>(
+        &'a self,
+        to: Address,
+        mut message: Message,
+        next: &'a dyn Publish,
+    ) -> BoxFuture<'a, Result<(), PublishError>> {
+        Box::pin(async move {
+            self.before(&to, &mut message);
+            let result = next.publish(to.clone(), message).await;
+            self.after(&to, &result);
+            result
+        })
+    }
 }
 
 /// A [`Publish`] with a middleware around it.
@@ -32,16 +52,7 @@ pub(crate) struct Published {
 }
 
 impl Publish for Published {
-    fn publish(
-        &self,
-        to: Address,
-        mut message: Message,
-    ) -> BoxFuture<'_, Result<(), PublishError>> {
-        Box::pin(async move {
-            self.middleware.before(&to, &mut message);
-            let result = self.inner.publish(to.clone(), message).await;
-            self.middleware.after(&to, &result);
-            result
-        })
+    fn publish(&self, to: Address, message: Message) -> BoxFuture<'_, Result<(), PublishError>> {
+        self.middleware.publish(to, message, &*self.inner)
     }
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use ruststream_core::Delivery;
 
-use super::{Handling, Middleware};
+use super::{Handling, Middleware, Visits};
 use crate::outcome::Outcome;
 use crate::settled::Settled;
 
@@ -22,6 +22,17 @@ impl Stack {
         Self {
             all: all.into_boxed_slice(),
             wrapping,
+        }
+    }
+
+    /// Puts into `visits` (empty) those of the middleware that follow `delivery` (none:
+    /// nothing allocated).
+    #[inline]
+    pub(crate) fn visit(&self, delivery: &Delivery, visits: &mut Visits) {
+        for m in self.all.iter() {
+            if let Some(visit) = m.visit(delivery) {
+                visits.0.push(visit);
+            }
         }
     }
 

@@ -33,6 +33,15 @@ impl App {
         self.publish_layer(metrics.layer())
     }
 
+    /// Traces the service with OpenTelemetry (feature `otel`): `tracing`'s layer around
+    /// every mount (outside the other layers added so far) and its publish layer around
+    /// the service's publisher. See [`Tracing`](crate::observe::Tracing).
+    #[cfg(feature = "otel")]
+    pub fn tracing(self, tracing: &crate::observe::Tracing) -> Self {
+        let tracing = tracing.for_system(self.broker.name());
+        self.layer(tracing.clone()).publish_layer(tracing)
+    }
+
     /// Serves `/health`, `/ready` and (with [`App::metrics`]) `/metrics` on `addr` while
     /// the service runs. A port that cannot be bound stops the start
     /// ([`RunError::Http`](crate::RunError::Http)).

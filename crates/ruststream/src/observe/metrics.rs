@@ -11,9 +11,9 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use ruststream_core::{
-    Address, Copy, Delivery, Message, Original, Plan, PublishError, Settlement, Verdict,
-};
+use ruststream_core::{Address, Delivery, Message, PublishError, Verdict};
+
+use super::names::{PLANS, VERDICTS, plan_kind};
 
 use crate::layer::{Layer, Middleware, PublishLayer, PublishMiddleware, Subscribed};
 use crate::outcome::Outcome;
@@ -24,21 +24,6 @@ use crate::settled::{Cause, Settled};
 const BUCKETS: [f64; 14] = [
     0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
 ];
-const VERDICTS: [&str; 4] = ["ack", "drop", "retry", "retry_after"];
-const PLANS: [&str; 11] = [
-    "accept",
-    "reject",
-    "requeue",
-    "requeue_after",
-    "remove",
-    "hold",
-    "unsupported",
-    "untouched",
-    "copy",
-    "delayed_copy",
-    "dead_letter",
-];
-
 /// A service's metrics, served as Prometheus text by [`render`](Metrics::render) (and
 /// on `/metrics` by the HTTP endpoint). Cheap to clone; clones share the counts.
 ///
@@ -412,28 +397,6 @@ impl Middleware for Counting {
         if !settled.is_ok() {
             series.settlement_errors.fetch_add(1, Ordering::Relaxed);
         }
-    }
-}
-
-/// The index in [`PLANS`] of what `plan` does.
-fn plan_kind(plan: &Plan) -> usize {
-    match (&plan.copy, plan.original) {
-        (
-            Some(Copy {
-                retry_count: None, ..
-            }),
-            _,
-        ) => 10,
-        (Some(Copy { delay: Some(_), .. }), _) => 9,
-        (Some(_), _) => 8,
-        (None, Original::Settle(Settlement::Accept)) => 0,
-        (None, Original::Settle(Settlement::Reject)) => 1,
-        (None, Original::Settle(Settlement::Requeue)) => 2,
-        (None, Original::Settle(Settlement::RequeueAfter(_))) => 3,
-        (None, Original::Settle(Settlement::Remove)) => 4,
-        (None, Original::Hold(..)) => 5,
-        (None, Original::Unsupported) => 6,
-        (None, Original::Untouched) => 7,
     }
 }
 

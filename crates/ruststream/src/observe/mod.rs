@@ -1,6 +1,6 @@
 //! Seeing inside a running service: readiness, Prometheus metrics (feature
-//! `prometheus`), an HTTP endpoint for both (feature `http`) and log set-up (feature
-//! `logs`).
+//! `prometheus`), an HTTP endpoint for both (feature `http`), log set-up (feature
+//! `logs`) and OpenTelemetry tracing exported over OTLP (feature `otel`).
 //!
 //! Guide: `docs/observability.md` in the repository.
 
@@ -9,17 +9,27 @@ mod app;
 mod logs;
 #[cfg(feature = "prometheus")]
 mod metrics;
+#[cfg(any(feature = "prometheus", feature = "otel"))]
+mod names;
+#[cfg(feature = "otel")]
+mod otlp;
 mod readiness;
 #[cfg(feature = "http")]
 mod server;
+#[cfg(feature = "otel")]
+mod trace;
 
 #[cfg(feature = "logs")]
 pub use logs::{LogFormat, LogsError, init_logs, init_logs_with};
 #[cfg(feature = "prometheus")]
 pub use metrics::{Metrics, MetricsLayer};
+#[cfg(feature = "otel")]
+pub use otlp::{TracingError, init_tracing};
 pub use readiness::Readiness;
 #[cfg(feature = "http")]
 pub use server::serve;
+#[cfg(feature = "otel")]
+pub use trace::Tracing;
 
 /// What a service was asked to expose: its layers, its metrics, its HTTP endpoint.
 #[derive(Default)]

@@ -31,6 +31,7 @@ use self::settle::{AfterHandler, end, poll_trailing, settle, uncount};
 use self::waits::{Paused, arm, expired, paused};
 use super::worker::{Process, Worker, panic_message};
 use crate::handler::Handler;
+use crate::layer::Visits;
 use crate::outcome::Outcome;
 use crate::settled::Cause;
 
@@ -53,6 +54,8 @@ pin_project_lite::pin_project! {
         room: Option<OwnedNotified>,
         // The delivery whose handler runs, and the handler's future.
         delivery: Option<Delivery>,
+        // Its visits, where middleware follow it (mounts with layers only).
+        visits: Visits,
         #[pin]
         running: Option<H::Future>,
         // The handler's time limit, armed once it waits on something (and only where
@@ -105,6 +108,7 @@ impl<H: Handler<M>, M: 'static> Sequential<H, M> {
             stop: None,
             room: None,
             delivery: None,
+            visits: Visits::default(),
             running: None,
             deadline: None,
             after_handler: AfterHandler {
@@ -138,8 +142,8 @@ impl<H: Handler<M>, M: 'static> Future for Sequential<H, M> {
                     worker.settlement_failed(error);
                 }
                 if let Some(report) = next.report.take() {
-                    let (settled, after) = report.settled(result);
-                    next.after = worker.after_settled(settled, after);
+                    let (settled, after, visits) = report.settled(result);
+                    next.after = worker.after_settled(settled, after, &visits);
                 }
                 if next.after.is_none() {
                     uncount(worker, &mut next.counted);
@@ -151,7 +155,8 @@ impl<H: Handler<M>, M: 'static> Future for Sequential<H, M> {
                 uncount(worker, &mut next.counted);
             }
             if this.running.is_some() {
-                let decided = match run(this.running.as_mut(), worker, this.delivery.as_ref(), cx) {
+                let running = this.running.as_mut();
+                let decided = match run(running, worker, this.delivery.as_ref(), this.visits, cx) {
                     Poll::Ready(decided) => {
                         this.deadline.set(None);
                         decided
@@ -168,7 +173,15 @@ impl<H: Handler<M>, M: 'static> Future for Sequential<H, M> {
                     },
                 };
                 if let Some(delivery) = this.delivery.take()
-                    && !settle(worker, this.worker, delivery, decided, next, cx)
+                    && !settle(
+                        worker,
+                        this.worker,
+                        delivery,
+                        decided,
+                        this.visits,
+                        next,
+                        cx,
+                    )
                 {
                     *this.ending = true;
                     return end(next);
@@ -201,10 +214,11 @@ impl<H: Handler<M>, M: 'static> Future for Sequential<H, M> {
                     *this.budget -= 1;
                     worker.runtime().in_flight.fetch_add(1, Ordering::AcqRel);
                     next.counted = true;
-                    let decided = match worker.start(&delivery) {
+                    let decided = match worker.start(&delivery, this.visits) {
                         Ok(future) => {
                             this.running.set(Some(future));
-                            match run(this.running.as_mut(), worker, Some(&delivery), cx) {
+                            let running = this.running.as_mut();
+                            match run(running, worker, Some(&delivery), this.visits, cx) {
                                 Poll::Ready(decided) => decided,
                                 Poll::Pending => {
                                     // It waits on something: the delivery waits with it.
@@ -218,7 +232,15 @@ impl<H: Handler<M>, M: 'static> Future for Sequential<H, M> {
                         }
                         Err(decided) => decided,
                     };
-                    if !settle(worker, this.worker, delivery, decided, next, cx) {
+                    if !settle(
+                        worker,
+                        this.worker,
+                        delivery,
+                        decided,
+                        this.visits,
+                        next,
+                        cx,
+                    ) {
                         *this.ending = true;
                         return end(next);
                     }
@@ -249,23 +271,42 @@ impl<H: Handler<M>, M: 'static> Future for Sequential<H, M> {
     }
 }
 
-/// Polls the handler's future, under `catch_unwind`; once it is over, what to do: its
-/// outcome, or the panic policy's decision (`None`: stop).
+/// Polls the handler's future, under `catch_unwind` (and inside the delivery's visits,
+/// where middleware follow it); once it is over, what to do: its outcome, or the panic
+/// policy's decision (`None`: stop).
 #[inline(always)]
 fn run<H: Handler<M>, M: 'static>(
     mut running: Pin<&mut Option<H::Future>>,
     worker: &Worker<H, M>,
     delivery: Option<&Delivery>,
+    visits: &Visits,
     cx: &mut Context<'_>,
 ) -> Poll<Option<(Outcome, Cause)>> {
-    let Some(future) = running.as_mut().as_pin_mut() else {
+    let Some(mut future) = running.as_mut().as_pin_mut() else {
         return Poll::Ready(None);
     };
-    let decided = match std::panic::catch_unwind(AssertUnwindSafe(|| future.poll(cx))) {
+    let mut poll = || std::panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx)));
+    let polled = if worker.followed(visits) {
+        within(visits, &mut poll)
+    } else {
+        poll()
+    };
+    let decided = match polled {
         Ok(Poll::Pending) => return Poll::Pending,
         Ok(Poll::Ready(outcome)) => Some((outcome, Cause::Handler)),
         Err(panic) => worker.panicked(panic_message(&*panic), delivery),
     };
     running.set(None);
     Poll::Ready(decided)
+}
+
+/// `poll` run inside `visits` (once, even where a visit forgot to call it).
+#[inline(never)]
+fn within<T>(visits: &Visits, poll: &mut dyn FnMut() -> T) -> T {
+    let mut polled = None;
+    visits.within(&mut || polled = Some(poll()));
+    match polled {
+        Some(polled) => polled,
+        None => poll(),
+    }
 }

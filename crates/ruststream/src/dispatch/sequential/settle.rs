@@ -16,6 +16,7 @@ use super::super::dead_letter::Why;
 use super::super::execute::{Execution, execute};
 use super::super::worker::{Process, Worker, bare};
 use crate::handler::Handler;
+use crate::layer::Visits;
 use crate::outcome::{After, Outcome};
 use crate::settled::{Cause, SettleError, Settled};
 
@@ -50,10 +51,14 @@ pub(super) struct Report {
     cause: Cause,
     plan: Plan,
     after: Option<After>,
+    visits: Visits,
 }
 
 impl Report {
-    pub(super) fn settled(self, result: Result<(), SettleError>) -> (Settled, Option<After>) {
+    pub(super) fn settled(
+        self,
+        result: Result<(), SettleError>,
+    ) -> (Settled, Option<After>, Visits) {
         let settled = Settled {
             address: self.address,
             attempt: self.attempt,
@@ -62,7 +67,7 @@ impl Report {
             plan: self.plan,
             result,
         };
-        (settled, self.after)
+        (settled, self.after, self.visits)
     }
 }
 
@@ -102,9 +107,9 @@ fn over<H: Handler<M>, M: 'static>(
         worker.settlement_failed(error);
     }
     if let Some(report) = report {
-        let (settled, after) = report.settled(result);
+        let (settled, after, visits) = report.settled(result);
         // A bare settlement has no `and_after`: the hooks are all there is to run.
-        let _ = worker.after_settled(settled, after);
+        let _ = worker.after_settled(settled, after, &visits);
     }
 }
 
@@ -137,6 +142,7 @@ pub(super) fn settle<H: Handler<M>, M: 'static>(
     shared: &Arc<Worker<H, M>>,
     delivery: Delivery,
     decided: Option<(Outcome, Cause)>,
+    visits: &mut Visits,
     next: &mut AfterHandler,
     cx: &mut Context<'_>,
 ) -> bool {
@@ -156,6 +162,7 @@ pub(super) fn settle<H: Handler<M>, M: 'static>(
                 cause,
                 plan: plan.clone(),
                 after: None,
+                visits: std::mem::take(visits),
             };
             settle_told(worker, delivery, settlement, report, next, cx);
             return true;
@@ -187,7 +194,16 @@ pub(super) fn settle<H: Handler<M>, M: 'static>(
         }
         return true;
     }
-    settle_slow(shared, delivery, outcome, cause, facts, plan, next);
+    let visits = std::mem::take(visits);
+    settle_slow(
+        shared,
+        delivery,
+        (outcome, cause),
+        facts,
+        plan,
+        visits,
+        next,
+    );
     true
 }
 
@@ -228,18 +244,28 @@ fn settle_told<H: Handler<M>, M: 'static>(
 fn settle_slow<H: Handler<M>, M: 'static>(
     worker: &Arc<Worker<H, M>>,
     delivery: Delivery,
-    outcome: Outcome,
-    cause: Cause,
+    (outcome, cause): (Outcome, Cause),
     facts: Facts,
     plan: Plan,
+    visits: Visits,
     next: &mut AfterHandler,
 ) {
     if outcome.reply.is_some() {
-        // A reply is published first: in a future of its own.
+        // A reply is published first: in a future of its own, inside the delivery's
+        // visits (the reply continues its trace).
         let worker = worker.clone();
-        next.after = Some(Box::pin(async move {
-            worker.finish(delivery, outcome, cause, facts, plan).await;
-        }));
+        let entered = !visits.is_empty();
+        let entering = visits.clone();
+        let finish = async move {
+            worker
+                .finish(delivery, outcome, cause, facts, plan, visits)
+                .await;
+        };
+        next.after = Some(if entered {
+            Box::pin(entering.enter(finish))
+        } else {
+            Box::pin(finish)
+        });
         return;
     }
     let watched = outcome.after.is_some() || worker.watched();
@@ -256,6 +282,7 @@ fn settle_slow<H: Handler<M>, M: 'static>(
         worker.capabilities().settles,
         worker.runtime(),
         &why,
+        &visits,
     ));
     if let Some(address) = address {
         next.report = Some(Report {
@@ -265,6 +292,7 @@ fn settle_slow<H: Handler<M>, M: 'static>(
             cause,
             plan,
             after: outcome.after,
+            visits,
         });
     }
 }
