@@ -1,0 +1,166 @@
+//! Settling JetStream deliveries: each settlement is the consumer's acknowledgement
+//! sent as a request (JetStream's "double ack"), so it is done once the server answers.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use async_nats::client::RequestErrorKind;
+use async_nats::{Client, Subject};
+use bytes::Bytes;
+use ruststream_core::{AckError, Acker, Message, Settlement, Settling, Tag};
+
+/// The acknowledgement bodies JetStream knows.
+const ACK: &[u8] = b"+ACK";
+const NAK: &[u8] = b"-NAK";
+const TERM: &[u8] = b"+TERM";
+pub(crate) const PROGRESS: &[u8] = b"+WPI";
+
+/// The acker of one JetStream subscription, holding the reply subject of every
+/// delivery handed out and not yet settled (by consumer sequence, the tag).
+pub(crate) struct JsAcker {
+    client: Client,
+    held: Mutex<HashMap<u64, Held>>,
+}
+
+/// A delivery handed out: where its acknowledgement goes, and since when it was last
+/// told to be in progress.
+pub(crate) struct Held {
+    pub(crate) reply: Subject,
+    pub(crate) since: Instant,
+}
+
+impl JsAcker {
+    pub(crate) fn new(client: Client) -> Self {
+        Self {
+            client,
+            held: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Records a delivery handed out.
+    pub(crate) fn hold(&self, seq: u64, reply: Subject) {
+        let held = Held {
+            reply,
+            since: Instant::now(),
+        };
+        self.lock().insert(seq, held);
+    }
+
+    fn take(&self, tag: &Tag) -> Option<Subject> {
+        match tag {
+            Tag::Seq(seq) => self.lock().remove(seq).map(|held| held.reply),
+            _ => None,
+        }
+    }
+
+    /// The reply subjects of deliveries held at least `age` since their last signal;
+    /// their clocks start again.
+    pub(crate) fn running_longer(&self, age: Duration) -> Vec<Subject> {
+        let now = Instant::now();
+        self.lock()
+            .values_mut()
+            .filter(|held| now.duration_since(held.since) >= age)
+            .map(|held| {
+                held.since = now;
+                held.reply.clone()
+            })
+            .collect()
+    }
+
+    /// How many deliveries are held.
+    pub(crate) fn held(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Held>> {
+        self.held.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The acknowledgement body of a settlement.
+fn body(settlement: Settlement) -> Bytes {
+    match settlement {
+        Settlement::Accept | Settlement::Remove => Bytes::from_static(ACK),
+        Settlement::Reject => Bytes::from_static(TERM),
+        Settlement::Requeue => Bytes::from_static(NAK),
+        Settlement::RequeueAfter(delay) => {
+            Bytes::from(format!("-NAK {{\"delay\": {}}}", delay.as_nanos()))
+        }
+    }
+}
+
+/// What a failed acknowledgement request means for the settlement.
+fn ack_error(error: &async_nats::RequestError) -> AckError {
+    match error.kind() {
+        RequestErrorKind::NoResponders => {
+            AckError::Refused("no JetStream consumer answers the acknowledgement".into())
+        }
+        RequestErrorKind::TimedOut | RequestErrorKind::Other => AckError::Disconnected,
+    }
+}
+
+/// Sends `body` to `reply` and waits for the server's answer.
+pub(crate) async fn acknowledge(
+    client: Client,
+    reply: Subject,
+    body: Bytes,
+) -> Result<(), AckError> {
+    client
+        .request(reply, body)
+        .await
+        .map(drop)
+        .map_err(|error| ack_error(&error))
+}
+
+impl Acker for JsAcker {
+    fn settle(&self, tag: Tag, _message: Message, settlement: Settlement) -> Settling {
+        let Some(reply) = self.take(&tag) else {
+            return Settling::done(Err(AckError::Refused(format!(
+                "{tag:?} is not a delivery of this subscription held unsettled"
+            ))));
+        };
+        Settling::pending(acknowledge(self.client.clone(), reply, body(settlement)))
+    }
+
+    /// Negatively acknowledges now, so that the server delivers it again at once.
+    fn abandon(&self, tag: Tag, _message: Message) {
+        let Some(reply) = self.take(&tag) else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!(
+                ?tag,
+                "nats: delivery abandoned outside a runtime: it comes back after ack_wait"
+            );
+            return;
+        };
+        let client = self.client.clone();
+        runtime.spawn(async move {
+            if let Err(error) = acknowledge(client, reply, Bytes::from_static(NAK)).await {
+                tracing::warn!(%error, "nats: abandoned delivery not given back: it comes back after ack_wait");
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bodies() {
+        assert_eq!(body(Settlement::Accept), ACK);
+        assert_eq!(body(Settlement::Remove), ACK);
+        assert_eq!(body(Settlement::Reject), TERM);
+        assert_eq!(body(Settlement::Requeue), NAK);
+        assert_eq!(
+            body(Settlement::RequeueAfter(Duration::from_millis(1500))),
+            &b"-NAK {\"delay\": 1500000000}"[..]
+        );
+    }
+}
