@@ -9,6 +9,9 @@ use async_nats::client::RequestErrorKind;
 use async_nats::{Client, Subject};
 use bytes::Bytes;
 use ruststream_core::{AckError, Acker, Message, Settlement, Settling, Tag};
+use tokio::sync::watch;
+
+use crate::link::Link;
 
 /// The acknowledgement bodies JetStream knows.
 const ACK: &[u8] = b"+ACK";
@@ -20,6 +23,7 @@ pub(crate) const PROGRESS: &[u8] = b"+WPI";
 /// delivery handed out and not yet settled (by consumer sequence, the tag).
 pub(crate) struct JsAcker {
     client: Client,
+    link: watch::Receiver<Link>,
     held: Mutex<HashMap<u64, Held>>,
 }
 
@@ -31,9 +35,10 @@ pub(crate) struct Held {
 }
 
 impl JsAcker {
-    pub(crate) fn new(client: Client) -> Self {
+    pub(crate) fn new(client: Client, link: watch::Receiver<Link>) -> Self {
         Self {
             client,
+            link,
             held: Mutex::new(HashMap::new()),
         }
     }
@@ -71,6 +76,13 @@ impl JsAcker {
     /// How many deliveries are held.
     pub(crate) fn held(&self) -> usize {
         self.lock().len()
+    }
+
+    /// Whether the connection is up: an acknowledgement sent while it is down would wait
+    /// in the client and reach the server after the reconnect, long after its
+    /// settlement was reported failed.
+    fn is_up(&self) -> bool {
+        !matches!(*self.link.borrow(), Link::Down(_))
     }
 
     pub(crate) fn client(&self) -> &Client {
@@ -124,6 +136,10 @@ impl Acker for JsAcker {
                 "{tag:?} is not a delivery of this subscription held unsettled"
             ))));
         };
+        if !self.is_up() {
+            // The server delivers it again after ack_wait.
+            return Settling::done(Err(AckError::Disconnected));
+        }
         Settling::pending(acknowledge(self.client.clone(), reply, body(settlement)))
     }
 
@@ -132,6 +148,9 @@ impl Acker for JsAcker {
         let Some(reply) = self.take(&tag) else {
             return;
         };
+        if !self.is_up() {
+            return;
+        }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             tracing::warn!(
                 ?tag,

@@ -7,6 +7,7 @@ use async_nats::jetstream::context::PublishErrorKind as JsKind;
 use ruststream_core::{Address, BoxFuture, Message, Publish, PublishError, PublishErrorKind};
 
 use crate::broker::Inner;
+use crate::link::Link;
 use crate::{headers, names};
 
 pub(crate) struct NatsPublisher {
@@ -21,6 +22,11 @@ impl NatsPublisher {
     async fn send(&self, to: &Address, message: &Message) -> Result<(), PublishErrorKind> {
         if self.inner.is_closed() {
             return Err(PublishErrorKind::Closed);
+        }
+        // Not queued in the client while the connection is down: it would reach the
+        // server after the reconnect, after this publish was reported failed.
+        if matches!(*self.inner.link.borrow(), Link::Down(_)) {
+            return Err(PublishErrorKind::Disconnected);
         }
         names::check_subject(to.as_str(), false).map_err(PublishErrorKind::BadAddress)?;
         let headers = headers::to_nats(&message.headers).map_err(PublishErrorKind::Refused)?;

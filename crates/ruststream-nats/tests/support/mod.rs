@@ -74,3 +74,52 @@ pub fn delete_streams(prefix: &str) {
     });
     let _ = cleaned.join();
 }
+
+use std::time::Duration;
+
+use ruststream_core::{Broker, BrokerOption, Delivery, Message, SubscribeSpec, Subscription};
+
+/// Subscribes to `subject` with `option` (and `in_flight` 8), failing the test if it fails.
+pub async fn subscribe<O: BrokerOption>(
+    broker: &NatsBroker,
+    subject: &str,
+    option: Option<O>,
+) -> Subscription {
+    let mut spec = SubscribeSpec::new(subject);
+    spec.in_flight = 8;
+    if let Some(option) = option {
+        spec.options.insert(option);
+    }
+    match broker.subscribe(spec).await {
+        Ok(subscription) => subscription,
+        Err(error) => panic!("subscribe to {subject}: {error}"),
+    }
+}
+
+/// The next delivery within `wait`, skipping reports; panics if none comes.
+pub async fn next(subscription: &mut Subscription, wait: Duration) -> Delivery {
+    match try_next(subscription, wait).await {
+        Some(delivery) => delivery,
+        None => panic!("no delivery within {wait:?}"),
+    }
+}
+
+/// The next delivery within `wait`, skipping reports.
+pub async fn try_next(subscription: &mut Subscription, wait: Duration) -> Option<Delivery> {
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        match tokio::time::timeout_at(deadline, subscription.deliveries.next()).await {
+            Ok(Some(Ok(delivery))) => return Some(delivery),
+            Ok(Some(Err(report))) => eprintln!("report: {report}"),
+            Ok(None) => panic!("the subscription ended"),
+            Err(_) => return None,
+        }
+    }
+}
+
+/// Publishes `message` to `subject` through `broker`, failing the test if it fails.
+pub async fn publish(broker: &NatsBroker, subject: &str, message: Message) {
+    if let Err(error) = broker.publisher().publish(subject.into(), message).await {
+        panic!("publish to {subject}: {error}");
+    }
+}
