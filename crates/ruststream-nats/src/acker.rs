@@ -2,7 +2,7 @@
 //! sent as a request (JetStream's "double ack"), so it is done once the server answers.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use async_nats::client::RequestErrorKind;
@@ -11,6 +11,7 @@ use bytes::Bytes;
 use ruststream_core::{AckError, Acker, Message, Settlement, Settling, Tag};
 use tokio::sync::watch;
 
+use crate::broker::Inner;
 use crate::link::Link;
 
 /// The acknowledgement bodies JetStream knows.
@@ -24,6 +25,8 @@ pub(crate) const PROGRESS: &[u8] = b"+WPI";
 pub(crate) struct JsAcker {
     client: Client,
     link: watch::Receiver<Link>,
+    /// Where the naks of abandoned deliveries are owed, for `close` to wait on.
+    broker: Weak<Inner>,
     held: Mutex<HashMap<u64, Held>>,
 }
 
@@ -35,10 +38,11 @@ pub(crate) struct Held {
 }
 
 impl JsAcker {
-    pub(crate) fn new(client: Client, link: watch::Receiver<Link>) -> Self {
+    pub(crate) fn new(broker: &Arc<Inner>) -> Self {
         Self {
-            client,
-            link,
+            client: broker.client.clone(),
+            link: broker.link.subscribe(),
+            broker: Arc::downgrade(broker),
             held: Mutex::new(HashMap::new()),
         }
     }
@@ -159,11 +163,14 @@ impl Acker for JsAcker {
             return;
         };
         let client = self.client.clone();
-        runtime.spawn(async move {
+        let task = runtime.spawn(async move {
             if let Err(error) = acknowledge(client, reply, Bytes::from_static(NAK)).await {
                 tracing::warn!(%error, "nats: abandoned delivery not given back: it comes back after ack_wait");
             }
         });
+        if let Some(broker) = self.broker.upgrade() {
+            broker.owe(task);
+        }
     }
 }
 

@@ -50,7 +50,7 @@ pub(crate) async fn subscribe(
         .map_err(|error| {
             SubscribeError::Refused(format!("pulling from consumer of {subject}: {error}"))
         })?;
-    let acker = Arc::new(JsAcker::new(inner.client.clone(), inner.link.subscribe()));
+    let acker = Arc::new(JsAcker::new(inner));
     progress::start(Arc::downgrade(&acker), ack_wait, inner.link.subscribe());
     let attached = Attached::new();
     let reader = Reader::jetstream(
