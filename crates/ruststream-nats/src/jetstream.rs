@@ -56,6 +56,7 @@ pub(crate) async fn subscribe(
     let reader = Reader::jetstream(
         inner.clone(),
         spec.address,
+        consumer,
         messages,
         acker,
         attached.clone(),

@@ -3,7 +3,8 @@
 
 use std::sync::Arc;
 
-use async_nats::jetstream::consumer::pull;
+use async_nats::jetstream::consumer::{PullConsumer, pull};
+use async_nats::jetstream::context::ConsumerInfoErrorKind;
 use bytes::Bytes;
 use futures_core::Stream;
 use futures_util::{FutureExt, StreamExt};
@@ -20,6 +21,8 @@ enum Source {
     JetStream {
         messages: Box<pull::Stream>,
         acker: Arc<JsAcker>,
+        /// Looked up when a pull fails, to tell a deleted consumer from a passing fault.
+        consumer: Box<PullConsumer>,
     },
     Core(async_nats::Subscriber),
 }
@@ -49,6 +52,7 @@ impl Reader {
     pub(crate) fn jetstream(
         inner: Arc<Inner>,
         address: Address,
+        consumer: PullConsumer,
         messages: pull::Stream,
         acker: Arc<JsAcker>,
         attached: Attached,
@@ -62,6 +66,7 @@ impl Reader {
             source: Some(Source::JetStream {
                 messages: Box::new(messages),
                 acker,
+                consumer: Box::new(consumer),
             }),
             link,
             attached,
@@ -124,12 +129,7 @@ impl Reader {
                     self.source = None;
                     return None;
                 }
-                Step::Jet(Some(Err(error))) => {
-                    return Some(Err(ConsumeError(format!(
-                        "nats: pulling from {}: {error}",
-                        self.address
-                    ))));
-                }
+                Step::Jet(Some(Err(error))) => return Some(Err(self.pull_failed(error).await)),
                 Step::Jet(Some(Ok(message))) => {
                     if let Some(delivery) = self.jetstream_delivery(message) {
                         return Some(delivery);
@@ -137,6 +137,27 @@ impl Reader {
                 }
                 Step::Core(Some(message)) => return Some(Ok(self.core_delivery(message))),
             }
+        }
+    }
+
+    /// A pull failed (missed heartbeats, most often while the connection or a cluster
+    /// leader changes). If the consumer is gone (deleted by hand), the subscription
+    /// receives nothing more: it detaches (not ready) and says so; it does not make the
+    /// consumer again, which would deliver the whole stream anew.
+    async fn pull_failed(&mut self, error: String) -> ConsumeError {
+        let Some(Source::JetStream { consumer, .. }) = &mut self.source else {
+            return ConsumeError(error);
+        };
+        match consumer.info().await {
+            Err(lookup) if lookup.kind() == ConsumerInfoErrorKind::NotFound => {
+                self.attached.detach();
+                ConsumeError(format!(
+                    "nats: the consumer of {} was deleted: the subscription receives nothing \
+                     until the service starts again ({error})",
+                    self.address
+                ))
+            }
+            _ => ConsumeError(format!("nats: pulling from {}: {error}", self.address)),
         }
     }
 

@@ -174,3 +174,34 @@ async fn publish_deduplicates_by_message_id() {
         "the duplicate was stored"
     );
 }
+
+/// A consumer deleted under a running subscription: the subscription says so and
+/// detaches (not ready), and does not spin.
+#[tokio::test]
+async fn a_deleted_consumer_is_reported_without_spinning() {
+    use futures_util::StreamExt;
+    let (subject, _cleanup) = subject("deleted");
+    let broker = broker().await;
+    let mut sub = subscribe::<JetStream>(&broker, &subject, None).await;
+    let js = async_nats::jetstream::new(support::client().await);
+    let stream = js
+        .get_stream(subject.replace('.', "_"))
+        .await
+        .expect("stream");
+    stream
+        .delete_consumer(&format!("ruststream-{}", subject.replace('.', "_")))
+        .await
+        .expect("delete");
+    let (mut items, mut said) = (0, false);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(12);
+    while let Ok(Some(item)) = tokio::time::timeout_at(deadline, sub.deliveries.next()).await {
+        items += 1;
+        match item {
+            Err(report) => said |= report.0.contains("was deleted"),
+            Ok(delivery) => panic!("a delivery from a deleted consumer: {delivery:?}"),
+        }
+    }
+    assert!(said, "the deletion reported");
+    assert!(!sub.attached.is_attached(), "detached");
+    assert!(items <= 10, "{items} reports in 12 s");
+}
