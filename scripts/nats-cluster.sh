@@ -57,11 +57,19 @@ kill_node() {
   die "node $1 still answers"
 }
 
+# The monitoring endpoint's /jsz of a node (bash's /dev/tcp: no HTTP client needed).
+jsz() {
+  local port
+  port=$(monitor_port "$1")
+  (exec 3<>"/dev/tcp/$HOST/$port" &&
+    printf 'GET /jsz HTTP/1.0\r\nHost: %s\r\n\r\n' "$HOST" >&3 && timeout 2 cat <&3) 2>/dev/null
+}
+
 # JetStream answers once the cluster has a meta leader.
 meta_ready() {
   local node
   for node in "${NODES[@]}"; do
-    curl -fsS "http://$HOST:$(monitor_port "$node")/jsz" 2>/dev/null | grep -q '"leader"' && return 0
+    jsz "$node" | grep -q '"leader"' && return 0
   done
   return 1
 }
