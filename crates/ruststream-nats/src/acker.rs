@@ -27,7 +27,20 @@ pub(crate) struct JsAcker {
     link: watch::Receiver<Link>,
     /// Where the naks of abandoned deliveries are owed, for `close` to wait on.
     broker: Weak<Inner>,
+    /// While the subscription stops: the deliveries abandoned meanwhile, given back by
+    /// its pump once its pull subscription is gone (else the server would deliver them
+    /// to it again, and they would wait out `ack_wait`).
+    parked: Mutex<Parking>,
     held: Mutex<HashMap<u64, Held>>,
+}
+
+/// Where abandoned deliveries go: given back at once (`Open`: the pump pulls;
+/// `PumpGone`: nothing pulls for this subscription any more), or kept for the pump to
+/// give back once its pull subscription is gone (`Parked`).
+enum Parking {
+    Open,
+    Parked(Vec<Subject>),
+    PumpGone,
 }
 
 /// A delivery handed out: where its acknowledgement goes, and since when it was last
@@ -43,6 +56,7 @@ impl JsAcker {
             client: broker.client.clone(),
             link: broker.link.subscribe(),
             broker: Arc::downgrade(broker),
+            parked: Mutex::new(Parking::Open),
             held: Mutex::new(HashMap::new()),
         }
     }
@@ -82,6 +96,24 @@ impl JsAcker {
         self.lock().len()
     }
 
+    /// From now on abandoned deliveries wait for [`unpark`](Self::unpark), unless the
+    /// pump is already gone.
+    pub(crate) fn park(&self) {
+        let mut parked = self.parked.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Parking::Open = *parked {
+            *parked = Parking::Parked(Vec::new());
+        }
+    }
+
+    /// What was abandoned since [`park`](Self::park); later ones are given back at once.
+    pub(crate) fn unpark(&self) -> Vec<Subject> {
+        let mut parked = self.parked.lock().unwrap_or_else(PoisonError::into_inner);
+        match std::mem::replace(&mut *parked, Parking::PumpGone) {
+            Parking::Parked(replies) => replies,
+            Parking::Open | Parking::PumpGone => Vec::new(),
+        }
+    }
+
     /// Whether the connection is up: an acknowledgement sent while it is down would wait
     /// in the client and reach the server after the reconnect, long after its
     /// settlement was reported failed.
@@ -99,7 +131,7 @@ impl JsAcker {
 }
 
 /// The acknowledgement body of a settlement.
-fn body(settlement: Settlement) -> Bytes {
+pub(crate) fn body(settlement: Settlement) -> Bytes {
     match settlement {
         Settlement::Accept | Settlement::Remove => Bytes::from_static(ACK),
         Settlement::Reject => Bytes::from_static(TERM),
@@ -155,6 +187,16 @@ impl Acker for JsAcker {
         if !self.is_up() {
             return;
         }
+        // Once the pump is gone, a pull request of its may still wait on the server, which
+        // would take a delivery given back at once: given back after it has expired.
+        let nak = match &mut *self.parked.lock().unwrap_or_else(PoisonError::into_inner) {
+            Parking::Parked(parked) => {
+                parked.push(reply);
+                return;
+            }
+            Parking::Open => Bytes::from_static(NAK),
+            Parking::PumpGone => body(Settlement::RequeueAfter(crate::jetstream::EXPIRES)),
+        };
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             tracing::warn!(
                 ?tag,
@@ -164,7 +206,7 @@ impl Acker for JsAcker {
         };
         let client = self.client.clone();
         let task = runtime.spawn(async move {
-            if let Err(error) = acknowledge(client, reply, Bytes::from_static(NAK)).await {
+            if let Err(error) = acknowledge(client, reply, nak).await {
                 tracing::warn!(%error, "nats: abandoned delivery not given back: it comes back after ack_wait");
             }
         });

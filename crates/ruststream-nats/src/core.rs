@@ -51,7 +51,7 @@ pub(crate) async fn subscribe(
         inner.route_core(spec.address.clone());
     }
     let attached = Attached::new();
-    let reader = Reader::core(inner.clone(), spec.address, subscriber, attached.clone());
+    let reader = Reader::core(inner, spec.address, subscriber, attached.clone());
     Ok(Subscription {
         deliveries: Box::pin(reader.into_stream()),
         capabilities: Capabilities::NONE,

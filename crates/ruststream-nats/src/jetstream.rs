@@ -10,6 +10,7 @@ use ruststream_core::{Attached, Capabilities, SubscribeError, SubscribeSpec, Sub
 
 use crate::acker::JsAcker;
 use crate::broker::Inner;
+use crate::pump::Pump;
 use crate::reader::Reader;
 use crate::{JetStream, names, progress};
 
@@ -27,8 +28,11 @@ pub(crate) const CAPABILITIES: Capabilities = Capabilities {
 };
 
 /// How long one pull request lasts, and the heartbeat the server sends while it waits.
-const EXPIRES: Duration = Duration::from_secs(5);
-const HEARTBEAT: Duration = Duration::from_secs(2);
+/// A pull request outlives its subscription on the server (2.9 still delivers to it
+/// after the unsubscribe, into nothing, until it expires), so what a stopping
+/// subscription gives back is delayed by this much (`STALE_PULL`): kept short.
+pub(crate) const EXPIRES: Duration = Duration::from_secs(2);
+const HEARTBEAT: Duration = Duration::from_millis(900);
 
 pub(crate) async fn subscribe(
     inner: &Arc<Inner>,
@@ -53,14 +57,16 @@ pub(crate) async fn subscribe(
     let acker = Arc::new(JsAcker::new(inner));
     progress::start(Arc::downgrade(&acker), ack_wait, inner.link.subscribe());
     let attached = Attached::new();
-    let reader = Reader::jetstream(
-        inner.clone(),
-        spec.address,
+    let deliveries = Pump {
+        inner: inner.clone(),
+        address: spec.address.clone(),
         consumer,
         messages,
-        acker,
-        attached.clone(),
-    );
+        acker: acker.clone(),
+        attached: attached.clone(),
+    }
+    .start();
+    let reader = Reader::jetstream(inner, spec.address, deliveries, acker, attached.clone());
     Ok(Subscription {
         deliveries: Box::pin(reader.into_stream()),
         capabilities: CAPABILITIES,

@@ -50,6 +50,7 @@ mod names;
 mod options;
 mod progress;
 mod publisher;
+mod pump;
 mod reader;
 mod url;
 

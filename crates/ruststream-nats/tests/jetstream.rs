@@ -7,7 +7,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use ruststream_core::{MESSAGE_ID, Message, RETRY_COUNT, Settlement};
+use ruststream_core::{Broker, MESSAGE_ID, Message, RETRY_COUNT, Settlement};
 use ruststream_nats::JetStream;
 use support::{broker, next, publish, subscribe, try_next, unique};
 
@@ -98,6 +98,32 @@ async fn progress_keeps_a_long_handler_from_redelivery() {
     assert!(try_next(&mut sub, Duration::from_secs(2)).await.is_none());
 }
 
+/// Messages the client received while a long handler runs (they wait behind it, not yet
+/// handed out) are covered by progress signals too: with a 1 s `ack_wait`, after 4 s
+/// behind the first they are still on their first attempt, and come once.
+#[tokio::test]
+async fn progress_covers_what_waits_behind_a_long_handler() {
+    let (subject, _cleanup) = subject("waiting");
+    let broker = broker().await;
+    let option = JetStream::new().ack_wait(Duration::from_secs(1));
+    let mut sub = subscribe(&broker, &subject, Some(option)).await;
+    for n in 0..3 {
+        publish(&broker, &subject, Message::new(n.to_string())).await;
+    }
+    let first = next(&mut sub, WAIT).await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    first.settle(Settlement::Accept).await.expect("settled");
+    for _ in 0..2 {
+        let waiting = next(&mut sub, WAIT).await;
+        assert_eq!(waiting.broker_attempt(), Some(1), "{:?}", waiting.payload());
+        waiting.settle(Settlement::Accept).await.expect("settled");
+    }
+    assert!(
+        try_next(&mut sub, Duration::from_secs(2)).await.is_none(),
+        "nothing twice"
+    );
+}
+
 /// The same consumer read by a plain client that sends no progress signals: the server
 /// delivers the held message again after `ack_wait`, so the check above can fail.
 #[tokio::test]
@@ -107,6 +133,9 @@ async fn without_progress_the_server_redelivers() {
     let broker = broker().await;
     let option = JetStream::new().ack_wait(Duration::from_secs(1));
     drop(subscribe(&broker, &subject, Some(option)).await);
+    // The subscription's pump has stopped once the broker is closed.
+    broker.close().await;
+    let broker = support::broker().await;
     publish(&broker, &subject, Message::new("held")).await;
     let js = async_nats::jetstream::new(support::client().await);
     let stream = js
