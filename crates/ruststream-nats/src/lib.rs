@@ -11,8 +11,8 @@
 //! consumer's delivery count; the attempt cap and the dead letter are the runtime's
 //! (the consumer's `max_deliver` is left unlimited: JetStream only stops delivering at
 //! it, and would lose the message without a word). A handler that runs long has its
-//! delivery signalled in progress (`+WPI`) so that the server does not deliver it again
-//! meanwhile. Publishing goes through JetStream and waits for the server's
+//! delivery signalled in progress (`+WPI`), and so have the deliveries received and
+//! waiting behind it, so that the server does not deliver them again meanwhile. Publishing goes through JetStream and waits for the server's
 //! acknowledgement, with `Nats-Msg-Id` set from the message id for the stream's
 //! duplicate window. With [`Core`] a mount is a plain subscription (or a queue group),
 //! at most once.
