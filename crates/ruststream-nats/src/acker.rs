@@ -47,6 +47,8 @@ enum Parking {
 /// told to be in progress.
 pub(crate) struct Held {
     pub(crate) reply: Subject,
+    /// Its stream sequence.
+    pub(crate) stream_seq: u64,
     pub(crate) since: Instant,
 }
 
@@ -62,12 +64,20 @@ impl JsAcker {
     }
 
     /// Records a delivery handed out.
-    pub(crate) fn hold(&self, seq: u64, reply: Subject) {
+    pub(crate) fn hold(&self, seq: u64, stream_seq: u64, reply: Subject) {
         let held = Held {
             reply,
+            stream_seq,
             since: Instant::now(),
         };
         self.lock().insert(seq, held);
+    }
+
+    /// Whether the delivery of stream message `stream_seq` is held.
+    pub(crate) fn holds_stream_seq(&self, stream_seq: u64) -> bool {
+        self.lock()
+            .values()
+            .any(|held| held.stream_seq == stream_seq)
     }
 
     fn take(&self, tag: &Tag) -> Option<Subject> {

@@ -48,6 +48,7 @@ mod jetstream;
 mod link;
 mod names;
 mod options;
+mod poison;
 mod progress;
 mod publisher;
 mod pump;

@@ -11,16 +11,17 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use async_nats::Subject;
 use async_nats::jetstream::consumer::{PullConsumer, pull};
 use async_nats::jetstream::context::ConsumerInfoErrorKind;
 use futures_util::StreamExt;
-use ruststream_core::{Acker, Address, Attached, ConsumeError, Delivery, Settlement, Tag};
+use ruststream_core::{Acker, Address, Attached, ConsumeError, Delivery, Headers, Settlement, Tag};
 use tokio::sync::mpsc;
 
 use crate::acker::{JsAcker, acknowledge, body};
 use crate::broker::Inner;
 use crate::link::Link;
-use crate::{headers, names};
+use crate::{headers, names, poison};
 
 pub(crate) type Item = Result<Delivery, ConsumeError>;
 
@@ -52,12 +53,24 @@ impl Pump {
         let wildcard = names::is_wildcard(self.address.as_str());
         let dyn_acker: Arc<dyn Acker> = self.acker.clone();
         let mut link = self.inner.link.subscribe();
+        let mut was_down = false;
         loop {
             let item = tokio::select! {
                 () = tx.closed() => break,
                 changed = link.changed() => {
-                    if changed.is_err() || *link.borrow_and_update() == Link::Closed {
-                        break;
+                    let state = if changed.is_err() { Link::Closed } else { *link.borrow_and_update() };
+                    match state {
+                        Link::Closed => break,
+                        Link::Down(_) => was_down = true,
+                        Link::Up if was_down => {
+                            was_down = false;
+                            for item in self.unreadable(wildcard, &dyn_acker).await {
+                                if tx.send(item).is_err() {
+                                    break;
+                                }
+                            }
+                        }
+                        Link::Up => {}
                     }
                     continue;
                 }
@@ -88,8 +101,8 @@ impl Pump {
         wildcard: bool,
         acker: &Arc<dyn Acker>,
     ) -> Option<Item> {
-        let (seq, delivered) = match message.info() {
-            Ok(info) => (info.consumer_sequence, info.delivered),
+        let (seq, stream_seq, delivered) = match message.info() {
+            Ok(info) => (info.consumer_sequence, info.stream_sequence, info.delivered),
             Err(error) => {
                 return Some(Err(ConsumeError(format!(
                     "nats: a message on {} without JetStream metadata: {error}",
@@ -99,7 +112,7 @@ impl Pump {
         };
         let message = message.message;
         let reply = message.reply?;
-        self.acker.hold(seq, reply);
+        self.acker.hold(seq, stream_seq, reply);
         let address = if wildcard {
             Address::new(message.subject.as_str())
         } else {
@@ -114,6 +127,53 @@ impl Pump {
         )
         .with_broker_attempt(u32::try_from(delivered).unwrap_or(u32::MAX));
         Some(Ok(delivery))
+    }
+
+    /// After a reconnect: the messages of the consumer's unacknowledged range that this
+    /// subscription does not hold and that the client cannot read (what may have dropped
+    /// the connection), as deliveries with a defect.
+    async fn unreadable(&mut self, wildcard: bool, acker: &Arc<dyn Acker>) -> Vec<Item> {
+        let Ok(info) = self.consumer.info().await.cloned() else {
+            return Vec::new();
+        };
+        let (stream, consumer) = (info.stream_name, info.name);
+        let (floor, last) = (
+            info.ack_floor.stream_sequence,
+            info.delivered.stream_sequence,
+        );
+        let mut found = Vec::new();
+        for seq in (floor + 1)..=last.min(floor.saturating_add(poison::LIMIT)) {
+            if self.acker.holds_stream_seq(seq) {
+                continue;
+            }
+            let Some(unreadable) = poison::check(&self.inner.js, &stream, seq).await else {
+                continue;
+            };
+            tracing::warn!(%stream, seq, why = %unreadable.why,
+                "nats: a stored message the client cannot read: handed over with a defect");
+            // A tag no consumer sequence reaches, for an acknowledgement subject made
+            // for the stream sequence.
+            let tag = u64::MAX - seq;
+            let reply = Subject::from(poison::ack_subject(&stream, &consumer, seq));
+            self.acker.hold(tag, seq, reply);
+            let delivery = Delivery::new(
+                unreadable.payload,
+                Headers::new(),
+                if wildcard {
+                    Address::new(&unreadable.subject)
+                } else {
+                    self.address.clone()
+                },
+                Tag::Seq(tag),
+                acker.clone(),
+            )
+            .with_defect(format!(
+                "nats: stream {stream} message {seq} cannot be read: {}",
+                unreadable.why
+            ));
+            found.push(Ok(delivery));
+        }
+        found
     }
 
     /// A pull failed (missed heartbeats, most often while the connection or a cluster
