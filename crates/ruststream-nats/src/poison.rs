@@ -8,9 +8,14 @@
 //! the runtime marked with a defect: the decode-failure policy settles it, through an
 //! acknowledgement subject made for its stream sequence.
 
-use async_nats::jetstream;
+use std::sync::Arc;
+
+use async_nats::{Subject, jetstream};
 use base64::Engine;
 use bytes::Bytes;
+use ruststream_core::{Acker, Address, Delivery, Headers, Tag};
+
+use crate::pump::{Item, Pump};
 
 /// How many stream sequences one look covers at most.
 pub(crate) const LIMIT: u64 = 1024;
@@ -94,6 +99,55 @@ pub(crate) async fn check(js: &jetstream::Context, stream: &str, seq: u64) -> Op
 /// the stream sequence from it (and the delivery's own numbers from its pending record).
 pub(crate) fn ack_subject(stream: &str, consumer: &str, seq: u64) -> String {
     format!("$JS.ACK.{stream}.{consumer}.1.{seq}.0.0.0")
+}
+
+impl Pump {
+    /// After a reconnect: the messages of the consumer's unacknowledged range that this
+    /// subscription does not hold and that the client cannot read (what may have dropped
+    /// the connection), as deliveries with a defect.
+    pub(crate) async fn unreadable(&mut self, wildcard: bool, acker: &Arc<dyn Acker>) -> Vec<Item> {
+        let Ok(info) = self.consumer.info().await.cloned() else {
+            return Vec::new();
+        };
+        let (stream, consumer) = (info.stream_name, info.name);
+        let (floor, last) = (
+            info.ack_floor.stream_sequence,
+            info.delivered.stream_sequence,
+        );
+        let mut found = Vec::new();
+        for seq in (floor + 1)..=last.min(floor.saturating_add(LIMIT)) {
+            if self.acker.holds_stream_seq(seq) {
+                continue;
+            }
+            let Some(unreadable) = check(&self.inner.js, &stream, seq).await else {
+                continue;
+            };
+            tracing::warn!(%stream, seq, why = %unreadable.why,
+                "nats: a stored message the client cannot read: handed over with a defect");
+            // A tag no consumer sequence reaches, for an acknowledgement subject made
+            // for the stream sequence.
+            let tag = u64::MAX - seq;
+            let reply = Subject::from(ack_subject(&stream, &consumer, seq));
+            self.acker.hold(tag, seq, reply);
+            let delivery = Delivery::new(
+                unreadable.payload,
+                Headers::new(),
+                if wildcard {
+                    Address::new(&unreadable.subject)
+                } else {
+                    self.address.clone()
+                },
+                Tag::Seq(tag),
+                acker.clone(),
+            )
+            .with_defect(format!(
+                "nats: stream {stream} message {seq} cannot be read: {}",
+                unreadable.why
+            ));
+            found.push(Ok(delivery));
+        }
+        found
+    }
 }
 
 #[cfg(test)]

@@ -11,17 +11,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_nats::Subject;
 use async_nats::jetstream::consumer::{PullConsumer, pull};
 use async_nats::jetstream::context::ConsumerInfoErrorKind;
 use futures_util::StreamExt;
-use ruststream_core::{Acker, Address, Attached, ConsumeError, Delivery, Headers, Settlement, Tag};
+use ruststream_core::{Acker, Address, Attached, ConsumeError, Delivery, Settlement, Tag};
 use tokio::sync::mpsc;
 
 use crate::acker::{JsAcker, acknowledge, body};
 use crate::broker::Inner;
 use crate::link::Link;
-use crate::{headers, names, poison};
+use crate::{headers, names};
 
 pub(crate) type Item = Result<Delivery, ConsumeError>;
 
@@ -127,53 +126,6 @@ impl Pump {
         )
         .with_broker_attempt(u32::try_from(delivered).unwrap_or(u32::MAX));
         Some(Ok(delivery))
-    }
-
-    /// After a reconnect: the messages of the consumer's unacknowledged range that this
-    /// subscription does not hold and that the client cannot read (what may have dropped
-    /// the connection), as deliveries with a defect.
-    async fn unreadable(&mut self, wildcard: bool, acker: &Arc<dyn Acker>) -> Vec<Item> {
-        let Ok(info) = self.consumer.info().await.cloned() else {
-            return Vec::new();
-        };
-        let (stream, consumer) = (info.stream_name, info.name);
-        let (floor, last) = (
-            info.ack_floor.stream_sequence,
-            info.delivered.stream_sequence,
-        );
-        let mut found = Vec::new();
-        for seq in (floor + 1)..=last.min(floor.saturating_add(poison::LIMIT)) {
-            if self.acker.holds_stream_seq(seq) {
-                continue;
-            }
-            let Some(unreadable) = poison::check(&self.inner.js, &stream, seq).await else {
-                continue;
-            };
-            tracing::warn!(%stream, seq, why = %unreadable.why,
-                "nats: a stored message the client cannot read: handed over with a defect");
-            // A tag no consumer sequence reaches, for an acknowledgement subject made
-            // for the stream sequence.
-            let tag = u64::MAX - seq;
-            let reply = Subject::from(poison::ack_subject(&stream, &consumer, seq));
-            self.acker.hold(tag, seq, reply);
-            let delivery = Delivery::new(
-                unreadable.payload,
-                Headers::new(),
-                if wildcard {
-                    Address::new(&unreadable.subject)
-                } else {
-                    self.address.clone()
-                },
-                Tag::Seq(tag),
-                acker.clone(),
-            )
-            .with_defect(format!(
-                "nats: stream {stream} message {seq} cannot be read: {}",
-                unreadable.why
-            ));
-            found.push(Ok(delivery));
-        }
-        found
     }
 
     /// A pull failed (missed heartbeats, most often while the connection or a cluster
