@@ -1,0 +1,195 @@
+//! Consume throughput on JetStream, three ways, all at least once with a confirmed
+//! acknowledgement (JetStream's double ack: the server answers each `+ACK`) sent after
+//! the message's 512-byte JSON has been decoded (serde) into the same struct:
+//!
+//! * `raw`: an async-nats pull consumer (`messages()`, batch 65): decode, `double_ack`
+//!   awaited, next: the plain loop;
+//! * `raw-pipelined`: the same, with up to 64 acknowledgements under way while the next
+//!   messages are decoded (as the runtime lets settlements trail behind its loop);
+//! * `framework`: a `ruststream::App` on `NatsBroker`, one mount with an
+//!   `async fn(Order) -> Outcome` returning `ack()`, default (sequential) handling.
+//!
+//! ```text
+//! cargo run --release -p ruststream-nats --example bench -- [URL] [MESSAGES] [ROUNDS]
+//! ```
+//!
+//! Defaults: `nats://127.0.0.1:4222`, 20000 messages, 3 rounds. Each variant gets a
+//! fresh stream filled beforehand (not timed), deleted after; the order of the
+//! variants rotates from round to round. Timing: from the first message pulled
+//! (`framework`: from `on_start`) to the last acknowledgement confirmed.
+
+use std::sync::Arc;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::{self, consumer::pull, stream};
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+use ruststream::{App, Mount, Outcome, Settled, ack};
+use ruststream_nats::NatsBroker;
+use serde::Deserialize;
+
+#[derive(Debug, Deserialize)]
+struct Order {
+    id: u64,
+    pad: String,
+}
+
+async fn handle(order: Order) -> Outcome {
+    std::hint::black_box((order.id, order.pad.len()));
+    ack()
+}
+
+fn payload(id: usize) -> Vec<u8> {
+    let mut json = format!("{{\"id\":{id},\"pad\":\"");
+    let pad = 512 - json.len() - 2;
+    json.push_str(&"x".repeat(pad));
+    json.push_str("\"}");
+    json.into_bytes()
+}
+
+/// A fresh stream `name` holding `subject`, filled with `n` messages.
+async fn fill(js: &jetstream::Context, name: &str, subject: &str, n: usize) {
+    let _ = js.delete_stream(name).await;
+    js.create_stream(stream::Config {
+        name: name.to_owned(),
+        subjects: vec![subject.to_owned()],
+        ..Default::default()
+    })
+    .await
+    .expect("stream");
+    let mut acks = FuturesUnordered::new();
+    for id in 0..n {
+        let ack = js
+            .publish(subject.to_owned(), payload(id).into())
+            .await
+            .expect("publish");
+        acks.push(std::future::IntoFuture::into_future(ack));
+        if acks.len() >= 256 {
+            acks.next().await.expect("ack").expect("stored");
+        }
+    }
+    while let Some(ack) = acks.next().await {
+        ack.expect("stored");
+    }
+}
+
+async fn raw(
+    js: &jetstream::Context,
+    name: &str,
+    subject: &str,
+    n: usize,
+    window: usize,
+) -> Duration {
+    let stream = js.get_stream(name).await.expect("stream");
+    let consumer = stream
+        .create_consumer(pull::Config {
+            durable_name: Some("raw".into()),
+            filter_subject: subject.to_owned(),
+            max_ack_pending: 4 * 65,
+            ..Default::default()
+        })
+        .await
+        .expect("consumer");
+    let mut messages = consumer
+        .stream()
+        .max_messages_per_batch(65)
+        .messages()
+        .await
+        .expect("pull");
+    let mut started = None;
+    let mut acks = FuturesUnordered::new();
+    for _ in 0..n {
+        let message = messages.next().await.expect("message").expect("pulled");
+        started.get_or_insert_with(Instant::now);
+        let order: Order = serde_json::from_slice(&message.payload).expect("json");
+        std::hint::black_box((order.id, order.pad.len()));
+        acks.push(async move { message.double_ack().await });
+        while acks.len() >= window {
+            acks.next().await.expect("ack").expect("acked");
+        }
+    }
+    while let Some(ack) = acks.next().await {
+        ack.expect("acked");
+    }
+    started.expect("started").elapsed()
+}
+
+async fn framework(url: &str, subject: &str, n: usize) -> Duration {
+    let broker = NatsBroker::connect(url).await.expect("connect");
+    let started = Arc::new(OnceLock::new());
+    let finished = Arc::new(OnceLock::new());
+    let done = Arc::new(tokio::sync::Notify::new());
+    let settled = Arc::new(AtomicUsize::new(0));
+    let failed = Arc::new(AtomicUsize::new(0));
+    let (s, f, d, c, e) = (
+        started.clone(),
+        finished.clone(),
+        done.clone(),
+        settled.clone(),
+        failed.clone(),
+    );
+    let running = App::new(broker)
+        .mount(Mount::new(subject), handle)
+        .on_start(move || {
+            let _ = s.set(Instant::now());
+        })
+        .after_settle(move |record: &Settled| {
+            if !record.is_ok() {
+                e.fetch_add(1, Ordering::Relaxed);
+            }
+            if c.fetch_add(1, Ordering::AcqRel) + 1 == n {
+                let _ = f.set(Instant::now());
+                d.notify_one();
+            }
+        })
+        .start()
+        .await
+        .expect("start");
+    tokio::time::timeout(Duration::from_secs(300), done.notified())
+        .await
+        .expect("all settled");
+    running.stop().await.expect("stop");
+    assert_eq!(failed.load(Ordering::Relaxed), 0, "failed settlements");
+    *finished.get().expect("finished") - *started.get().expect("started")
+}
+
+fn median(mut rates: Vec<f64>) -> f64 {
+    rates.sort_by(f64::total_cmp);
+    rates[rates.len() / 2]
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let url = args
+        .get(1)
+        .cloned()
+        .unwrap_or_else(|| "nats://127.0.0.1:4222".into());
+    let n: usize = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(20_000);
+    let rounds: usize = args.get(3).and_then(|a| a.parse().ok()).unwrap_or(3);
+    let js = jetstream::new(async_nats::connect(&url).await.expect("connect"));
+    let variants = ["raw", "raw-pipelined", "framework"];
+    let mut rates: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
+    for round in 0..rounds {
+        for k in 0..variants.len() {
+            let v = (k + round) % variants.len();
+            let name = format!("rsbench_{}", variants[v].replace('-', "_"));
+            let subject = format!("rsbench.{}", variants[v]);
+            fill(&js, &name, &subject, n).await;
+            let took = match variants[v] {
+                "raw" => raw(&js, &name, &subject, n, 1).await,
+                "raw-pipelined" => raw(&js, &name, &subject, n, 64).await,
+                _ => framework(&url, &subject, n).await,
+            };
+            let rate = n as f64 / took.as_secs_f64();
+            println!("round {round} {:<14} {:>9.0} msg/s", variants[v], rate);
+            rates[v].push(rate);
+            let _ = js.delete_stream(&name).await;
+        }
+    }
+    for (v, r) in variants.iter().zip(rates) {
+        println!("median {v:<14} {:>9.0} msg/s  ({r:.0?})", median(r.clone()));
+    }
+}

@@ -1,0 +1,187 @@
+//! Bad URLs and options are clear errors; what cannot be published is handed back with
+//! a reason; a message whose headers the client cannot read does not stop the
+//! subscription. Needs NATS with JetStream (`RUSTSTREAM_NATS_URL`).
+
+mod support;
+
+use std::io::{Read, Write};
+use std::time::Duration;
+
+use ruststream_core::{
+    Broker, HeaderValue, Message, PublishErrorKind, Settlement, SubscribeError, SubscribeSpec,
+};
+use ruststream_nats::{ConnectError, Core, JetStream, NatsBroker};
+use support::{broker, publish, subscribe, try_next, unique};
+
+#[tokio::test]
+async fn bad_urls_are_clear_errors() {
+    for url in [
+        "",
+        "127.0.0.1:4222",
+        "http://127.0.0.1:4222",
+        "nats://host:99999",
+    ] {
+        match NatsBroker::connect(url).await {
+            Err(ConnectError::BadUrl { .. }) => {}
+            other => panic!("{url:?}: {other:?}"),
+        }
+    }
+    // Nothing listens on port 1.
+    match NatsBroker::connect("nats://127.0.0.1:1").await {
+        Err(error @ ConnectError::Unreachable { .. }) => {
+            assert!(error.to_string().contains("127.0.0.1:1"), "{error}");
+        }
+        other => panic!("port 1: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn bad_options_are_refused() {
+    let broker = broker().await;
+    let mut both = SubscribeSpec::new(unique("both"));
+    both.options.insert(Core::new());
+    both.options.insert(JetStream::new());
+    assert!(matches!(
+        broker.subscribe(both).await,
+        Err(SubscribeError::BadOption(_))
+    ));
+
+    let mut wildcard_group = SubscribeSpec::new(unique("group"));
+    wildcard_group
+        .options
+        .insert(Core::new().queue_group("has space"));
+    assert!(matches!(
+        broker.subscribe(wildcard_group).await,
+        Err(SubscribeError::BadOption(_))
+    ));
+
+    assert!(matches!(
+        broker.subscribe(SubscribeSpec::new("a..b")).await,
+        Err(SubscribeError::BadAddress(_))
+    ));
+
+    // A named stream that exists and does not hold the subject.
+    let held = unique("held");
+    drop(subscribe::<JetStream>(&broker, &held, None).await);
+    let mut elsewhere = SubscribeSpec::new(unique("elsewhere"));
+    elsewhere
+        .options
+        .insert(JetStream::new().stream(held.clone()));
+    match broker.subscribe(elsewhere).await {
+        Err(SubscribeError::BadOption(why)) => assert!(why.contains("does not hold"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    support::delete_streams(&held);
+}
+
+#[tokio::test]
+async fn unpublishable_messages_come_back_with_a_reason() {
+    let broker = broker().await;
+    let publisher = broker.publisher();
+    let no_stream = unique("nostream");
+    let error = publisher
+        .publish(no_stream.as_str().into(), Message::new("x"))
+        .await
+        .expect_err("no stream holds it");
+    assert!(
+        matches!(error.kind, PublishErrorKind::BadAddress(_)),
+        "{error}"
+    );
+    assert_eq!(error.message.payload.as_ref(), b"x");
+
+    let error = publisher
+        .publish("a.*".into(), Message::new("y"))
+        .await
+        .expect_err("a wildcard");
+    assert!(
+        matches!(error.kind, PublishErrorKind::BadAddress(_)),
+        "{error}"
+    );
+
+    let binary = Message::new("z").with_header("x-bin", HeaderValue::from(vec![0xff, 0xfe]));
+    let error = publisher
+        .publish(no_stream.as_str().into(), binary)
+        .await
+        .expect_err("a binary header");
+    assert!(error.to_string().contains("not UTF-8"), "{error}");
+    assert_eq!(error.message.headers.len(), 1);
+}
+
+/// Publishes `payload` with a raw header block on `subject`, over a socket of its own.
+fn raw_hpub(subject: &str, header: &[u8], payload: &[u8]) {
+    let address = support::url().trim_start_matches("nats://").to_owned();
+    let mut socket = std::net::TcpStream::connect(&address).expect("connect raw");
+    socket
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let mut info = [0u8; 4096];
+    let _ = socket.read(&mut info).expect("INFO");
+    let mut frame = b"CONNECT {\"headers\":true,\"verbose\":false,\"pedantic\":false}\r\n".to_vec();
+    frame.extend(
+        format!(
+            "HPUB {subject} {} {}\r\n",
+            header.len(),
+            header.len() + payload.len()
+        )
+        .bytes(),
+    );
+    frame.extend(header);
+    frame.extend(payload);
+    frame.extend(b"\r\nPING\r\n");
+    socket.write_all(&frame).expect("write");
+    let mut answer = [0u8; 256];
+    let n = socket.read(&mut answer).expect("PONG");
+    let answer = String::from_utf8_lossy(&answer[..n]);
+    assert!(answer.contains("PONG"), "the server answered {answer:?}");
+}
+
+/// A stored message whose header block is not UTF-8: async-nats cannot read it and drops
+/// the connection. The subscription resumes, finds the message through the stream's JSON
+/// API and hands it over marked with a defect (no panic, no loop); settled (the decode
+/// policy's drop: `+TERM`), it does not come back, and the good message published after
+/// it is received (lost with the connection, it comes back after `ack_wait`).
+#[tokio::test]
+async fn an_unreadable_header_is_handed_over_with_a_defect() {
+    let subject = unique("badheader");
+    let broker = broker().await;
+    let mut sub = subscribe::<JetStream>(&broker, &subject, None).await;
+    raw_hpub(&subject, b"NATS/1.0\r\nX-Bad: \xff\xfe\r\n\r\n", b"bad");
+    publish(&broker, &subject, Message::new("good")).await;
+    let started = std::time::Instant::now();
+    let (mut defects, mut good) = (Vec::new(), 0);
+    while good == 0 {
+        let Some(delivery) = try_next(&mut sub, Duration::from_secs(45)).await else {
+            panic!(
+                "after {:?}: defects {defects:?}, no good message",
+                started.elapsed()
+            );
+        };
+        match delivery.defect() {
+            Some(defect) => {
+                assert_eq!(delivery.payload().as_ref(), b"bad");
+                defects.push((defect.to_owned(), started.elapsed()));
+                delivery
+                    .settle(Settlement::Reject)
+                    .await
+                    .expect("the defect settled");
+            }
+            None => {
+                assert_eq!(delivery.payload().as_ref(), b"good");
+                good += 1;
+                delivery.settle(Settlement::Accept).await.expect("settled");
+            }
+        }
+    }
+    eprintln!("defects {defects:?}; good after {:?}", started.elapsed());
+    assert_eq!(defects.len(), 1, "the unreadable message once: {defects:?}");
+    assert!(defects[0].0.contains("not UTF-8"), "{defects:?}");
+    assert!(
+        defects[0].1 < Duration::from_secs(10),
+        "handed over soon: {defects:?}"
+    );
+    assert!(
+        try_next(&mut sub, Duration::from_secs(2)).await.is_none(),
+        "nothing more"
+    );
+    support::delete_streams(&subject);
+}

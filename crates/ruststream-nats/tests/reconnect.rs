@@ -1,0 +1,104 @@
+//! Reconnection against a `nats-server` of the test's own (another port, its own store),
+//! killed and started again: the subscription detaches and reports the loss, settling a
+//! delivery of the lost connection is an error (not a fake success), a publish during
+//! the outage hands the message back, and after the restart the same subscription
+//! attaches again and receives, the unsettled delivery included.
+
+mod support;
+
+use std::time::Duration;
+
+use ruststream_core::{Broker, Message, Settlement};
+use ruststream_nats::{JetStream, NatsBroker};
+use support::server::Server;
+use support::{next, subscribe, try_next, unique};
+
+const WAIT: Duration = Duration::from_secs(15);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resumes_after_a_server_restart() {
+    let mut server = Server::start();
+    let broker = NatsBroker::connect(&server.url())
+        .await
+        .expect("connect to own server");
+    let subject = unique("reconnect");
+    let mut sub = subscribe::<JetStream>(&broker, &subject, None).await;
+    let publisher = broker.publisher();
+    publisher
+        .publish(subject.as_str().into(), Message::new("before"))
+        .await
+        .expect("publish");
+    let held = next(&mut sub, WAIT).await;
+    assert_eq!(held.payload().as_ref(), b"before");
+    let attached = sub.attached.clone();
+
+    server.kill();
+    let lost_at = std::time::Instant::now();
+    // The loss is reported on the subscription and readiness drops.
+    let report = tokio::time::timeout(WAIT, futures_util::StreamExt::next(&mut sub.deliveries))
+        .await
+        .expect("a report within the wait");
+    match report {
+        Some(Err(report)) => assert!(report.0.contains("connection lost"), "{report}"),
+        other => panic!("expected a report of the loss, got {other:?}"),
+    }
+    assert!(!attached.is_attached(), "detached while the server is down");
+    // A settlement the server cannot confirm is an error.
+    let settled = held.settle(Settlement::Accept).await;
+    assert!(settled.is_err(), "settled during the outage: {settled:?}");
+    // A publish during the outage hands the message back.
+    match publisher
+        .publish(subject.as_str().into(), Message::new("lost?"))
+        .await
+    {
+        Err(error) => assert_eq!(error.message.payload.as_ref(), b"lost?"),
+        Ok(()) => panic!("a publish during the outage reported success"),
+    }
+
+    server.run();
+    // Readiness comes back as the reader reads again; what it receives meanwhile is kept.
+    let mut seen = Vec::new();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !attached.is_attached() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "attached again within {WAIT:?}"
+        );
+        if let Some(delivery) = try_next(&mut sub, Duration::from_millis(100)).await {
+            seen.push(String::from_utf8_lossy(delivery.payload()).into_owned());
+            delivery
+                .settle(Settlement::Accept)
+                .await
+                .expect("settled after the restart");
+        }
+    }
+    eprintln!("attached again {:?} after the kill", lost_at.elapsed());
+    assert_eq!(attached.reconnects(), 1);
+    // A new message is received; the delivery whose settlement failed comes back after
+    // the consumer's ack_wait (30 s by default).
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while let Err(error) = publisher
+        .publish(subject.as_str().into(), Message::new("after"))
+        .await
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "publish after the restart: {error}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    while seen.len() < 2 {
+        let Some(delivery) = try_next(&mut sub, Duration::from_secs(45)).await else {
+            panic!("after the restart got only {seen:?}");
+        };
+        seen.push(String::from_utf8_lossy(delivery.payload()).into_owned());
+        delivery
+            .settle(Settlement::Accept)
+            .await
+            .expect("settled after the restart");
+    }
+    seen.sort();
+    assert_eq!(seen, ["after", "before"], "nothing lost, nothing twice");
+    assert!(try_next(&mut sub, Duration::from_secs(1)).await.is_none());
+    broker.close().await;
+}

@@ -1,0 +1,125 @@
+//! Shared test support: the server under test (a real NATS with JetStream), unique
+//! subjects, and the clean-up of the streams a test binary made.
+#![allow(dead_code, unreachable_pub)]
+
+pub mod server;
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use futures_util::StreamExt;
+use ruststream_nats::NatsBroker;
+
+/// The server under test: `RUSTSTREAM_NATS_URL`, default `nats://127.0.0.1:4222`.
+pub fn url() -> String {
+    ruststream_nats::default_url()
+}
+
+/// How to start the server a test needs.
+pub const HOW: &str = "Start NATS with JetStream (`nats-server -js -a 127.0.0.1 -p 4222 -sd /tmp/nats`), \
+     or point RUSTSTREAM_NATS_URL at one.";
+
+/// Connects to the server under test, or fails saying how to start it.
+pub async fn broker() -> NatsBroker {
+    let url = url();
+    match NatsBroker::connect(&url).await {
+        Ok(broker) => broker,
+        Err(error) => panic!("NATS is not reachable at {url} ({error}). {HOW}"),
+    }
+}
+
+/// A plain client of the server under test, for watching from outside.
+pub async fn client() -> async_nats::Client {
+    let url = url();
+    match async_nats::connect(&url).await {
+        Ok(client) => client,
+        Err(error) => panic!("NATS is not reachable at {url} ({error}). {HOW}"),
+    }
+}
+
+static NAMES: AtomicU32 = AtomicU32::new(0);
+
+/// A subject token unique to this test run: `rstest<pid>x<time>x<n>`.
+pub fn unique(prefix: &str) -> String {
+    let n = NAMES.fetch_add(1, Ordering::Relaxed);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() % 100_000_000)
+        .unwrap_or(0);
+    format!("rstest-{prefix}-{}-{t}-{n}", std::process::id())
+}
+
+/// Deletes the streams whose names start with `prefix` (what a test made), on a
+/// runtime of its own: callable from `Drop`.
+pub fn delete_streams(prefix: &str) {
+    let (url, prefix) = (url(), prefix.to_owned());
+    let cleaned = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async move {
+            let Ok(client) = async_nats::connect(&url).await else {
+                return;
+            };
+            let js = async_nats::jetstream::new(client);
+            let names: Vec<String> = js
+                .stream_names()
+                .filter_map(|name| async move { name.ok() })
+                .collect()
+                .await;
+            for name in names.iter().filter(|name| name.starts_with(&prefix)) {
+                let _ = js.delete_stream(name).await;
+            }
+        });
+    });
+    let _ = cleaned.join();
+}
+
+use std::time::Duration;
+
+use ruststream_core::{Broker, BrokerOption, Delivery, Message, SubscribeSpec, Subscription};
+
+/// Subscribes to `subject` with `option` (and `in_flight` 8), failing the test if it fails.
+pub async fn subscribe<O: BrokerOption>(
+    broker: &NatsBroker,
+    subject: &str,
+    option: Option<O>,
+) -> Subscription {
+    let mut spec = SubscribeSpec::new(subject);
+    spec.in_flight = 8;
+    if let Some(option) = option {
+        spec.options.insert(option);
+    }
+    match broker.subscribe(spec).await {
+        Ok(subscription) => subscription,
+        Err(error) => panic!("subscribe to {subject}: {error}"),
+    }
+}
+
+/// The next delivery within `wait`, skipping reports; panics if none comes.
+pub async fn next(subscription: &mut Subscription, wait: Duration) -> Delivery {
+    match try_next(subscription, wait).await {
+        Some(delivery) => delivery,
+        None => panic!("no delivery within {wait:?}"),
+    }
+}
+
+/// The next delivery within `wait`, skipping reports.
+pub async fn try_next(subscription: &mut Subscription, wait: Duration) -> Option<Delivery> {
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        match tokio::time::timeout_at(deadline, subscription.deliveries.next()).await {
+            Ok(Some(Ok(delivery))) => return Some(delivery),
+            Ok(Some(Err(report))) => eprintln!("report: {report}"),
+            Ok(None) => panic!("the subscription ended"),
+            Err(_) => return None,
+        }
+    }
+}
+
+/// Publishes `message` to `subject` through `broker`, failing the test if it fails.
+pub async fn publish(broker: &NatsBroker, subject: &str, message: Message) {
+    if let Err(error) = broker.publisher().publish(subject.into(), message).await {
+        panic!("publish to {subject}: {error}");
+    }
+}
