@@ -2,9 +2,9 @@
 //!
 //! [`LapinBroker::connect`] opens a connection (`amqp://user:pass@host:port/vhost`, the
 //! vhost percent-encoded: `%2f` is `/`) and implements [`ruststream_core::Broker`]: a
-//! channel per subscription (manual acks, a prefetch), one confirm channel for
-//! publishing. When the connection drops, it is opened again with back-off and every
-//! subscription consumes again by itself. RabbitMQ 3.x and 4.x both work.
+//! channel per subscription (manual acks, a prefetch), confirm channels for publishing.
+//! When the connection drops, it is opened again with back-off and every subscription
+//! consumes again by itself. RabbitMQ 3.x and 4.x both work.
 //!
 //! # Addresses
 //!
@@ -137,19 +137,22 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use ruststream_core::{
-    BoxFuture, Broker, Capabilities, Publish, Setting, SubscribeError, SubscribeSpec, Subscription,
-    split_query,
+    Address, BoxFuture, Broker, Capabilities, Publish, Replies, Setting, SubscribeError,
+    SubscribeSpec, Subscription, split_query,
 };
 
 pub use error::ConnectError;
 pub use options::{ConnectOptions, MAX_PREFETCH, SubscribeOptions};
-pub use publisher::LapinPublisher;
+pub use publisher::{LapinPublisher, PUBLISH_CHANNELS};
 pub use queue::QueueType;
 
 use connection::Connector;
 use consumer::ConsumeSpec;
 use probe::{Found, ProbeError};
 use queue::QueueInfo;
+
+/// How long a request client's reply queue outlives its last reader (`x-expires`).
+const REPLY_QUEUE_EXPIRES_MS: i32 = 600_000;
 
 /// A connection to RabbitMQ over AMQP 0-9-1, implementing [`Broker`].
 #[derive(Debug)]
@@ -318,6 +321,49 @@ impl Broker for LapinBroker {
 
     fn publisher(&self) -> Arc<dyn Publish> {
         self.publisher.clone()
+    }
+
+    /// A classic queue named after `address`, declared with `x-expires` of 10 minutes
+    /// (RabbitMQ deletes it once nobody has read it for that long), then consumed as
+    /// any queue.
+    fn replies(&self, address: Address) -> BoxFuture<'_, Result<Replies, SubscribeError>> {
+        Box::pin(async move {
+            if self.connector.is_closed() {
+                return Err(SubscribeError::Closed);
+            }
+            let queue =
+                address::queue(address.as_str()).map_err(|e| SubscribeError::BadAddress(e.0))?;
+            let connection = self
+                .connector
+                .connection()
+                .await
+                .map_err(SubscribeError::Disconnected)?;
+            let mut args = lapin::types::FieldTable::default();
+            args.insert(
+                "x-expires".into(),
+                lapin::types::AMQPValue::LongInt(REPLY_QUEUE_EXPIRES_MS),
+            );
+            let channel = connection
+                .create_channel()
+                .await
+                .map_err(|e| SubscribeError::Disconnected(e.to_string()))?;
+            channel
+                .queue_declare(
+                    queue.as_str().into(),
+                    lapin::options::QueueDeclareOptions::default(),
+                    args,
+                )
+                .await
+                .map_err(|e| SubscribeError::Refused(format!("reply queue {queue}: {e}")))?;
+            let _ = channel.close(200, "declared".into()).await;
+            let mut spec = SubscribeSpec::new(address.clone());
+            spec.in_flight = 256;
+            let subscription = self.open_subscription(spec).await?;
+            Ok(Replies {
+                address,
+                subscription,
+            })
+        })
     }
 
     fn close(&self) -> BoxFuture<'_, ()> {

@@ -8,14 +8,18 @@ use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareO
 use lapin::types::FieldTable;
 use lapin::{BasicProperties, Channel, Confirmation, ExchangeKind};
 use ruststream_core::{Address, BoxFuture, Message, Publish, PublishError, PublishErrorKind};
+use tokio::sync::Semaphore;
 
 use crate::address::{self, Target};
 use crate::connection::Connector;
 use crate::message;
 use crate::probe::reply_code;
 
-/// Publishes on one confirm channel of the broker's connection, every message
-/// `mandatory` and persistent. A publish resolves when the broker confirmed it; a
+/// Publishes on confirm channels of the broker's connection, every message `mandatory`
+/// and persistent. Each channel carries one publish at a time (up to
+/// [`PUBLISH_CHANNELS`] at once): RabbitMQ may confirm several messages with one
+/// `basic.ack`, and a `basic.return` says nothing of which publish it answers, so only
+/// a channel with a single publish in flight ties a return to its message. A publish resolves when the broker confirmed it; a
 /// `basic.nack`, a `basic.return` (no queue took it), a missing exchange, and a channel
 /// the broker closed over the message are `PublishErrorKind::Refused`. A lost
 /// connection is retried until the connection options' `publish_timeout`, then the
@@ -24,9 +28,13 @@ use crate::probe::reply_code;
 #[derive(Debug)]
 pub struct LapinPublisher {
     connector: Arc<Connector>,
-    channel: tokio::sync::Mutex<Option<Channel>>,
+    idle: Mutex<Vec<Channel>>,
+    permits: Semaphore,
     exchanges: Mutex<HashSet<String>>,
 }
+
+/// How many publishes are in flight at once, each on a confirm channel of its own.
+pub const PUBLISH_CHANNELS: usize = 32;
 
 enum Failure {
     Refused(String),
@@ -37,17 +45,25 @@ impl LapinPublisher {
     pub(crate) fn new(connector: Arc<Connector>) -> Self {
         Self {
             connector,
-            channel: tokio::sync::Mutex::new(None),
+            idle: Mutex::new(Vec::new()),
+            permits: Semaphore::new(PUBLISH_CHANNELS),
             exchanges: Mutex::new(HashSet::new()),
         }
     }
 
+    /// An idle confirm channel, or a new one.
     async fn channel(&self) -> Result<Channel, Failure> {
-        let mut current = self.channel.lock().await;
-        if let Some(channel) = current.as_ref()
-            && channel.status().connected()
-        {
-            return Ok(channel.clone());
+        loop {
+            let idle = self
+                .idle
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .pop();
+            match idle {
+                Some(channel) if channel.status().connected() => return Ok(channel),
+                Some(_) => continue,
+                None => break,
+            }
         }
         let connection = self.connector.connection().await.map_err(Failure::Retry)?;
         let channel = connection.create_channel().await.map_err(retry)?;
@@ -55,8 +71,16 @@ impl LapinPublisher {
             .confirm_select(ConfirmSelectOptions::default())
             .await
             .map_err(retry)?;
-        *current = Some(channel.clone());
         Ok(channel)
+    }
+
+    fn give_back(&self, channel: Channel) {
+        if channel.status().connected() {
+            self.idle
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(channel);
+        }
     }
 
     /// A named exchange must exist: a publish to a missing one would close the shared
@@ -109,7 +133,24 @@ impl LapinPublisher {
         properties: &BasicProperties,
     ) -> Result<(), Failure> {
         self.check_exchange(&target.exchange).await?;
+        let _permit = self
+            .permits
+            .acquire()
+            .await
+            .map_err(|_| Failure::Retry("closed".into()))?;
         let channel = self.channel().await?;
+        let sent = self.publish_on(&channel, target, payload, properties).await;
+        self.give_back(channel);
+        sent
+    }
+
+    async fn publish_on(
+        &self,
+        channel: &Channel,
+        target: &Target,
+        payload: &[u8],
+        properties: &BasicProperties,
+    ) -> Result<(), Failure> {
         let options = BasicPublishOptions {
             mandatory: true,
             ..BasicPublishOptions::default()
@@ -181,10 +222,11 @@ impl LapinPublisher {
     }
 
     pub(crate) async fn close(&self) {
-        if let Some(channel) = self.channel.lock().await.take()
-            && channel.status().connected()
-        {
-            let _ = channel.close(200, "closing".into()).await;
+        let idle = std::mem::take(&mut *self.idle.lock().unwrap_or_else(PoisonError::into_inner));
+        for channel in idle {
+            if channel.status().connected() {
+                let _ = channel.close(200, "closing".into()).await;
+            }
         }
     }
 }
