@@ -78,21 +78,18 @@ impl Rabbit {
             "list_connections",
             "-q",
             "--no-table-headers",
-            "pid",
+            "name",
             "client_properties",
         ]);
-        let pids: Vec<String> = listing
+        let names: Vec<String> = listing
             .lines()
-            .filter(|line| line.contains(&format!("\"{name}\"")))
-            .filter_map(|line| line.split_whitespace().next().map(str::to_owned))
+            .filter(|line| line.contains(name))
+            .filter_map(|line| line.split('\t').next().map(str::to_owned))
             .collect();
-        for pid in &pids {
-            self.ctl(&[
-                "eval",
-                &format!("rabbit_networking:close_connection(list_to_pid(\"{pid}\"), \"test\")."),
-            ]);
+        for connection in &names {
+            self.ctl(&["close_connection", connection, "closed by a test"]);
         }
-        pids.len()
+        names.len()
     }
 }
 
