@@ -78,7 +78,7 @@ impl Rabbit {
             "list_connections",
             "-q",
             "--no-table-headers",
-            "name",
+            "pid",
             "client_properties",
         ]);
         let names: Vec<String> = listing
@@ -235,4 +235,17 @@ pub async fn until(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     check()
+}
+
+/// Deletes `queue` (for queues a test made without `x-expires`).
+pub async fn delete(rabbit: Rabbit, queue: &str) {
+    let connection = Connection::connect(&rabbit.url(), ConnectionProperties::default())
+        .await
+        .expect("connect");
+    let channel = connection.create_channel().await.expect("channel");
+    channel
+        .queue_delete(queue.into(), Default::default())
+        .await
+        .expect("delete");
+    let _ = connection.close(200, "deleted".into()).await;
 }
