@@ -95,6 +95,36 @@ async fn a_publish_waits_for_the_connection(rabbit: Rabbit) {
     broker.close().await;
 }
 
+async fn consumes_again_after_the_broker_cancels_the_consumer(rabbit: Rabbit) {
+    // A deleted queue cancels its consumers (a channel-level loss, the connection stays).
+    let queue = unique("cancelled");
+    declare(rabbit, &[(queue.clone(), QueueSpec::classic())]);
+    let broker = broker_with(rabbit, ConnectOptions::new()).await;
+    let mut sub = broker
+        .subscribe(SubscribeSpec::new(queue.as_str()))
+        .await
+        .expect("subscribe");
+    let attached = sub.attached.clone();
+    support::delete(rabbit, &queue).await;
+    let report = next(&mut sub).await.expect_err("the cancel is reported");
+    assert!(report.contains("cancelled"), "{report}");
+    assert!(!attached.is_attached());
+    // Consuming fails while the queue is missing; once it is back, the subscription
+    // reads it again by itself.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    declare(rabbit, &[(queue.clone(), QueueSpec::classic())]);
+    broker
+        .publisher()
+        .publish(queue.as_str().into(), Message::new("back"))
+        .await
+        .expect("sent");
+    let d = next(&mut sub).await.expect("consumed again");
+    assert_eq!(d.payload().as_ref(), b"back");
+    assert!(attached.is_attached());
+    d.settle(Settlement::Accept).await.expect("acked");
+    broker.close().await;
+}
+
 macro_rules! on_both {
     ($($name:ident),*) => {
         mod rabbitmq3 {
@@ -108,5 +138,6 @@ macro_rules! on_both {
 
 on_both!(
     consumes_again_after_the_connection_is_closed,
-    a_publish_waits_for_the_connection
+    a_publish_waits_for_the_connection,
+    consumes_again_after_the_broker_cancels_the_consumer
 );
