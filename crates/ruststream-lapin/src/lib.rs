@@ -61,7 +61,9 @@
 //! differ. A missing queue is `SubscribeError::BadAddress`, unless
 //! [`SubscribeOptions::declare`] makes it from the mount's declaration. Policies are not
 //! arguments and cannot be seen: [`SubscribeOptions::counts`] and
-//! [`SubscribeOptions::dead_letters`] say what a policy makes the queue do.
+//! [`SubscribeOptions::dead_letters`] say what a policy makes the queue do. A user
+//! without the configure permission on the queue cannot probe it: the subscription gets
+//! the defaults of a classic queue (logged), unless those options say otherwise.
 //!
 //! ```no_run
 //! use ruststream_lapin::{QueueType, SubscribeOptions};

@@ -9,7 +9,9 @@
 //! channel: the refusal closes the channel), and stops when RabbitMQ accepts one: a
 //! declaration equivalent to the queue, which changes nothing, and whose arguments are
 //! the queue's (those RabbitMQ compares: type, delivery limit, dead-letter exchange and
-//! key, lengths, TTLs). Policies are not arguments and stay unseen.
+//! key, lengths, TTLs). Policies are not arguments and stay unseen. A user without the
+//! configure permission on the queue cannot probe it (`ACCESS_REFUSED`): what it is stays
+//! unknown.
 
 use lapin::options::QueueDeclareOptions;
 use lapin::types::{AMQPValue, FieldTable, LongString};
@@ -76,6 +78,8 @@ pub(crate) async fn describe(connection: &Connection, queue: &str) -> Result<Fou
         };
         match reply_code(&error) {
             Some(406) => {}
+            // A user without the configure permission may still consume.
+            Some(403) => return Ok(Found::Unreadable(error.to_string())),
             Some(_) => return Err(ProbeError::Refused(error.to_string())),
             None => return Err(ProbeError::Connection(error.to_string())),
         }
