@@ -2,7 +2,7 @@
 //! is lost.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use lapin::{Connection, ConnectionProperties};
@@ -15,10 +15,14 @@ use crate::url::BrokerUrl;
 /// How long one connection attempt may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Opens the connection and opens it again, one attempt at a time, when it is gone.
+/// Opens the connection and opens it again, one attempt at a time, when it is gone:
+/// to the broker it last reached first, then to each other address in turn.
 #[derive(Debug)]
 pub(crate) struct Connector {
-    url: BrokerUrl,
+    /// The URL's broker first, then the failover addresses.
+    urls: Vec<BrokerUrl>,
+    /// Where the next attempt starts.
+    last: AtomicUsize,
     options: ConnectOptions,
     current: Mutex<Option<Arc<Connection>>>,
     closed: AtomicBool,
@@ -28,11 +32,12 @@ pub(crate) struct Connector {
 impl Connector {
     /// Connects once; an unreachable broker or refused credentials are an error.
     pub(crate) async fn connect(
-        url: BrokerUrl,
+        urls: Vec<BrokerUrl>,
         options: ConnectOptions,
     ) -> Result<Self, ConnectError> {
         let connector = Self {
-            url,
+            urls,
+            last: AtomicUsize::new(0),
             options,
             current: Mutex::new(None),
             closed: AtomicBool::new(false),
@@ -42,19 +47,45 @@ impl Connector {
             .open()
             .await
             .map_err(|reason| ConnectError::Connect {
-                addr: connector.url.display(),
+                addr: connector
+                    .urls
+                    .iter()
+                    .map(BrokerUrl::display)
+                    .collect::<Vec<_>>()
+                    .join(", "),
                 reason,
             })?;
         *connector.current.lock().await = Some(Arc::new(first));
         Ok(connector)
     }
 
+    /// Connects to the first address that answers, starting with the last one reached.
     async fn open(&self) -> Result<Connection, String> {
+        let start = self.last.load(Ordering::Relaxed);
+        let mut failures = Vec::new();
+        for k in 0..self.urls.len() {
+            let i = (start + k) % self.urls.len();
+            match self.open_one(&self.urls[i]).await {
+                Ok(connection) => {
+                    self.last.store(i, Ordering::Relaxed);
+                    if i != 0 {
+                        tracing::info!(broker = %self.urls[i].display(), "lapin: connected to a failover address");
+                    }
+                    return Ok(connection);
+                }
+                Err(e) if self.urls.len() == 1 => return Err(e),
+                Err(e) => failures.push(format!("{}: {e}", self.urls[i].display())),
+            }
+        }
+        Err(failures.join("; "))
+    }
+
+    async fn open_one(&self, url: &BrokerUrl) -> Result<Connection, String> {
         let mut properties = ConnectionProperties::default();
         if let Some(name) = &self.options.name {
             properties = properties.with_connection_name(name.clone().into());
         }
-        let attempt = Connection::connect_uri(self.url.uri.clone(), properties);
+        let attempt = Connection::connect_uri(url.uri.clone(), properties);
         match tokio::time::timeout(CONNECT_TIMEOUT, attempt).await {
             Ok(Ok(connection)) => Ok(connection),
             Ok(Err(e)) => Err(e.to_string()),
@@ -74,7 +105,8 @@ impl Connector {
             return Ok(connection.clone());
         }
         let connection = Arc::new(self.open().await?);
-        tracing::info!(broker = %self.url.display(), "lapin: connected");
+        let at = &self.urls[self.last.load(Ordering::Relaxed)];
+        tracing::info!(broker = %at.display(), "lapin: connected");
         *current = Some(connection.clone());
         Ok(connection)
     }

@@ -101,7 +101,8 @@
 //! new channel (and a new connection if needed) with back-off
 //! ([`ConnectOptions::backoff`]) and consumes again. The subscription's stream yields
 //! one `ConsumeError` and goes on; its `Attached` flag is detached in between. A publish
-//! retries until [`ConnectOptions::publish_timeout`].
+//! retries until [`ConnectOptions::publish_timeout`]. [`ConnectOptions::failover`] adds
+//! other nodes of a cluster: a reconnection tries the node last reached, then the others.
 //!
 //! # Example
 //!
@@ -182,8 +183,11 @@ impl LapinBroker {
         let (url, url_settings) = split_query(url, |key| settings::CLIENT_KEYS.contains(&key));
         settings::options(&ruststream_core::Options::default(), &url_settings)
             .map_err(|e| ConnectError::BadUrl(e.to_string()))?;
-        let url = url::BrokerUrl::parse(&url)?;
-        let connector = Arc::new(Connector::connect(url, options).await?);
+        let mut urls = vec![url::BrokerUrl::parse(&url)?];
+        for other in &options.failover {
+            urls.push(url::BrokerUrl::parse(other)?);
+        }
+        let connector = Arc::new(Connector::connect(urls, options).await?);
         Ok(Self {
             publisher: Arc::new(LapinPublisher::new(connector.clone())),
             connector,

@@ -98,6 +98,7 @@ pub struct ConnectOptions {
     pub(crate) backoff_max: Duration,
     pub(crate) publish_timeout: Duration,
     pub(crate) name: Option<String>,
+    pub(crate) failover: Vec<String>,
 }
 
 impl Default for ConnectOptions {
@@ -114,6 +115,7 @@ impl ConnectOptions {
             backoff_max: Duration::from_secs(5),
             publish_timeout: Duration::from_secs(30),
             name: None,
+            failover: Vec::new(),
         }
     }
 
@@ -132,6 +134,14 @@ impl ConnectOptions {
     /// message back as `Disconnected`.
     pub const fn publish_timeout(mut self, timeout: Duration) -> Self {
         self.publish_timeout = timeout;
+        self
+    }
+
+    /// Another node of the cluster to connect to when the URL's cannot be reached
+    /// (`amqp://user:pass@host:port/vhost`, checked by `connect_with`). Reconnection
+    /// tries the node it last reached first, then the others in order.
+    pub fn failover(mut self, url: impl Into<String>) -> Self {
+        self.failover.push(url.into());
         self
     }
 

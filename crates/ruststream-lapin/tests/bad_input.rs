@@ -138,3 +138,36 @@ on_both!(
     subscribe_refusals,
     declare_makes_a_queue_that_dead_letters_itself
 );
+
+#[tokio::test]
+async fn failover_addresses_are_checked_and_used() {
+    use ruststream_lapin::ConnectOptions;
+    let options = ConnectOptions::new().failover("rabbit:5672");
+    match LapinBroker::connect_with(&Rabbit::V3.url(), options).await {
+        Err(ConnectError::BadUrl(why)) => assert!(why.contains("not a URL"), "{why}"),
+        other => panic!("bad failover address: {other:?}"),
+    }
+    // Nothing listens at the URL's own address: the failover address is used.
+    let options = ConnectOptions::new().failover(Rabbit::V3.url());
+    let broker = LapinBroker::connect_with("amqp://guest:guest@127.0.0.1:1/%2f", options)
+        .await
+        .expect("connected through the failover address");
+    let queue = unique("failover");
+    declare(Rabbit::V3, &[(queue.clone(), QueueSpec::classic())]);
+    broker
+        .publisher()
+        .publish(queue.as_str().into(), ruststream_core::Message::new("x"))
+        .await
+        .expect("published");
+    broker.close().await;
+    // Neither answers: both are named in the error.
+    let options = ConnectOptions::new().failover("amqp://127.0.0.1:2/%2f");
+    let error = LapinBroker::connect_with("amqp://127.0.0.1:1/%2f", options)
+        .await
+        .expect_err("nothing listens");
+    let text = error.to_string();
+    assert!(
+        text.contains("127.0.0.1:1/") && text.contains("127.0.0.1:2/"),
+        "{text}"
+    );
+}
