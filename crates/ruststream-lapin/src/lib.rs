@@ -53,6 +53,9 @@
 //! | quorum | yes (`x-delivery-count`) | yes | with `x-delivery-limit` and `x-dead-letter-exchange` |
 //! | stream | no | no | no |
 //!
+//! A stream is read from its next message on (`x-stream-offset` is not set and no offset
+//! is kept: what arrives while nobody reads is not seen); acks only move the prefetch.
+//!
 //! A quorum queue with a delivery limit and a dead-letter exchange enforces the cap
 //! itself: the mount's `max_attempts(n)` must be a limit of `n − 1` (RabbitMQ delivers a
 //! message `limit + 1` times) and its `dead_letter` must be where the queue dead-letters

@@ -187,6 +187,41 @@ async fn self_dead_lettering_quorum_delivers_max_attempts_times(rabbit: Rabbit) 
     broker.close().await;
 }
 
+async fn a_stream_is_read_and_never_requeued(rabbit: Rabbit) {
+    let queue = unique("stream");
+    declare(
+        rabbit,
+        &[(
+            queue.clone(),
+            QueueSpec {
+                kind: "stream",
+                ..QueueSpec::default()
+            },
+        )],
+    );
+    let broker = broker(rabbit).await;
+    let mut sub = broker
+        .subscribe(SubscribeSpec::new(queue.as_str()))
+        .await
+        .expect("subscribe");
+    assert!(sub.capabilities.settles && !sub.capabilities.requeues && !sub.capabilities.counts);
+    for i in 0..3 {
+        broker
+            .publisher()
+            .publish(queue.as_str().into(), Message::new(format!("s{i}")))
+            .await
+            .expect("sent");
+    }
+    for i in 0..3 {
+        let d = next(&mut sub).await;
+        assert_eq!(d.payload().as_ref(), format!("s{i}").as_bytes());
+        assert_eq!(d.broker_attempt(), None);
+        d.settle(Settlement::Accept).await.expect("acked");
+    }
+    broker.close().await;
+    support::delete(rabbit, &queue).await;
+}
+
 macro_rules! on_both {
     ($($name:ident),*) => {
         mod rabbitmq3 {
@@ -202,5 +237,6 @@ on_both!(
     quorum_counts_requeues,
     a_copy_counts_by_its_header_alone,
     classic_does_not_count,
-    self_dead_lettering_quorum_delivers_max_attempts_times
+    self_dead_lettering_quorum_delivers_max_attempts_times,
+    a_stream_is_read_and_never_requeued
 );
