@@ -133,9 +133,17 @@ async fn run(
         let why = loop {
             tokio::select! {
                 () = connector.closing() => {
-                    // No more deliveries; the channel stays for settlements under way
-                    // until the connection closes.
+                    // No more deliveries. Closing the channel (close-ok comes back once
+                    // RabbitMQ's channel has handled every earlier frame) before the
+                    // connection gives the acks written so far their best chance; a
+                    // settlement after it is `Disconnected`.
                     let _ = channel.basic_cancel(consumer.tag(), Default::default()).await;
+                    acker.detach();
+                    let _ = tokio::time::timeout(
+                        std::time::Duration::from_secs(5),
+                        channel.close(200, "closing".into()),
+                    )
+                    .await;
                     return;
                 }
                 () = tx.closed() => {
