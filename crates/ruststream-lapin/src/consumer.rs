@@ -130,9 +130,13 @@ async fn run(
         attached.attach();
         backoff.reset();
         let acker_dyn: Arc<dyn ruststream_core::Acker> = acker.clone();
+        // Made once per channel, not per delivery.
+        let closing = connector.closing();
+        let dropped = tx.closed();
+        tokio::pin!(closing, dropped);
         let why = loop {
             tokio::select! {
-                () = connector.closing() => {
+                () = &mut closing => {
                     // No more deliveries. Closing the channel (close-ok comes back once
                     // RabbitMQ's channel has handled every earlier frame) before the
                     // connection gives the acks written so far their best chance; a
@@ -146,7 +150,7 @@ async fn run(
                     .await;
                     return;
                 }
-                () = tx.closed() => {
+                () = &mut dropped => {
                     // The subscription was dropped: its unsettled deliveries go back.
                     acker.detach();
                     let _ = channel.close(200, "subscription dropped".into()).await;
