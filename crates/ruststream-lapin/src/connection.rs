@@ -171,7 +171,7 @@ impl Backoff {
     /// The delay before the next attempt.
     pub(crate) fn next_delay(&mut self) -> Duration {
         let delay = self.next;
-        self.next = (self.next * 2).min(self.max);
+        self.next = self.next.saturating_mul(2).min(self.max);
         delay
     }
 
@@ -193,5 +193,10 @@ mod tests {
         assert_eq!(got, [ms(100), ms(200), ms(350), ms(350)]);
         b.reset();
         assert_eq!(b.next_delay(), ms(100));
+        let mut huge = Backoff::new(Duration::MAX, Duration::MAX);
+        assert_eq!(
+            (huge.next_delay(), huge.next_delay()),
+            (Duration::MAX, Duration::MAX)
+        );
     }
 }

@@ -199,7 +199,7 @@ impl LapinPublisher {
             Ok(p) => p,
             Err(why) => return fail(PublishErrorKind::Refused(why), message),
         };
-        let deadline = Instant::now() + self.connector.options().publish_timeout;
+        let deadline = Instant::now().checked_add(self.connector.options().publish_timeout);
         let mut backoff = self.connector.backoff();
         loop {
             match self.attempt(&target, &message.payload, &properties).await {
@@ -210,7 +210,9 @@ impl LapinPublisher {
                     if self.connector.is_closed() {
                         return fail(PublishErrorKind::Closed, message);
                     }
-                    if Instant::now() + delay > deadline {
+                    let late = deadline
+                        .is_some_and(|d| Instant::now().checked_add(delay).is_none_or(|at| at > d));
+                    if late {
                         tracing::warn!(address = %to, error = %why, "lapin: publish gave up");
                         return fail(PublishErrorKind::Disconnected, message);
                     }
