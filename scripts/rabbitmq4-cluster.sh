@@ -142,7 +142,8 @@ stop() {
 
 status() {
   local want; want="$(name 1) $(name 2) $(name 3)"
-  if [ "$(members 1 2>/dev/null || true)" = "$want" ]; then
+  # No node, no rabbitmqctl call: it would start an epmd of its own.
+  if [ -n "$(node_pid 1)" ] && [ "$(members 1 2>/dev/null || true)" = "$want" ]; then
     echo "rabbitmq4 cluster running: $want"
   else
     echo "rabbitmq4 cluster not running as three nodes"; return 3
