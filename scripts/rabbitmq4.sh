@@ -141,8 +141,11 @@ root_procs() {
   for p in /proc/[0-9]*; do
     [ "$(readlink "$p/root" 2>/dev/null)" = "$ROOT" ] || continue
     case "$(cat "$p/comm" 2>/dev/null)" in
-      epmd) echo "${p#/proc/} epmd" ;;
-      beam.smp) tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -q -- ' -s rabbit ' && echo "${p#/proc/} node" ;;
+      # Not those of scripts/rabbitmq4-cluster.sh (same root, epmd on 4371).
+      epmd) tr '\0' ' ' <"$p/environ" 2>/dev/null | grep -q 'ERL_EPMD_PORT=4371' ||
+              echo "${p#/proc/} epmd" ;;
+      beam.smp) tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -- ' -s rabbit ' | grep -qv -- '-epmd_port 4371 ' &&
+                  echo "${p#/proc/} node" ;;
     esac
   done
   return 0

@@ -1,0 +1,202 @@
+//! The connection a broker's subscriptions and publisher share, opened again when it
+//! is lost.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use lapin::{Connection, ConnectionProperties};
+use tokio::sync::{Mutex, watch};
+
+use crate::error::ConnectError;
+use crate::options::ConnectOptions;
+use crate::url::BrokerUrl;
+
+/// How long one connection attempt may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Opens the connection and opens it again, one attempt at a time, when it is gone:
+/// to the broker it last reached first, then to each other address in turn.
+#[derive(Debug)]
+pub(crate) struct Connector {
+    /// The URL's broker first, then the failover addresses.
+    urls: Vec<BrokerUrl>,
+    /// Where the next attempt starts.
+    last: AtomicUsize,
+    options: ConnectOptions,
+    current: Mutex<Option<Arc<Connection>>>,
+    closed: AtomicBool,
+    closing: watch::Sender<bool>,
+}
+
+impl Connector {
+    /// Connects once; an unreachable broker or refused credentials are an error.
+    pub(crate) async fn connect(
+        urls: Vec<BrokerUrl>,
+        options: ConnectOptions,
+    ) -> Result<Self, ConnectError> {
+        let connector = Self {
+            urls,
+            last: AtomicUsize::new(0),
+            options,
+            current: Mutex::new(None),
+            closed: AtomicBool::new(false),
+            closing: watch::channel(false).0,
+        };
+        let first = connector
+            .open()
+            .await
+            .map_err(|reason| ConnectError::Connect {
+                addr: connector
+                    .urls
+                    .iter()
+                    .map(BrokerUrl::display)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                reason,
+            })?;
+        *connector.current.lock().await = Some(Arc::new(first));
+        Ok(connector)
+    }
+
+    /// Connects to the first address that answers, starting with the last one reached.
+    async fn open(&self) -> Result<Connection, String> {
+        let start = self.last.load(Ordering::Relaxed);
+        let mut failures = Vec::new();
+        for k in 0..self.urls.len() {
+            let i = (start + k) % self.urls.len();
+            match self.open_one(&self.urls[i]).await {
+                Ok(connection) => {
+                    self.last.store(i, Ordering::Relaxed);
+                    if i != 0 {
+                        tracing::info!(broker = %self.urls[i].display(), "lapin: connected to a failover address");
+                    }
+                    return Ok(connection);
+                }
+                Err(e) if self.urls.len() == 1 => return Err(e),
+                Err(e) => failures.push(format!("{}: {e}", self.urls[i].display())),
+            }
+        }
+        Err(failures.join("; "))
+    }
+
+    async fn open_one(&self, url: &BrokerUrl) -> Result<Connection, String> {
+        let mut properties = ConnectionProperties::default();
+        if let Some(name) = &self.options.name {
+            properties = properties.with_connection_name(name.clone().into());
+        }
+        let attempt = Connection::connect_uri(url.uri.clone(), properties);
+        match tokio::time::timeout(CONNECT_TIMEOUT, attempt).await {
+            Ok(Ok(connection)) => Ok(connection),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!("no answer within {CONNECT_TIMEOUT:?}")),
+        }
+    }
+
+    /// The connection, opened again (one attempt) if the last one is gone.
+    pub(crate) async fn connection(&self) -> Result<Arc<Connection>, String> {
+        if self.is_closed() {
+            return Err("broker closed".into());
+        }
+        let mut current = self.current.lock().await;
+        if let Some(connection) = current.as_ref()
+            && connection.status().connected()
+        {
+            return Ok(connection.clone());
+        }
+        let connection = Arc::new(self.open().await?);
+        let at = &self.urls[self.last.load(Ordering::Relaxed)];
+        tracing::info!(broker = %at.display(), "lapin: connected");
+        *current = Some(connection.clone());
+        Ok(connection)
+    }
+
+    /// A back-off for reconnection attempts, as the options say.
+    pub(crate) fn backoff(&self) -> Backoff {
+        Backoff::new(self.options.backoff_min, self.options.backoff_max)
+    }
+
+    pub(crate) fn options(&self) -> &ConnectOptions {
+        &self.options
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Waits until [`Connector::begin_close`] is called.
+    pub(crate) async fn closing(&self) {
+        let mut rx = self.closing.subscribe();
+        let _ = rx.wait_for(|closed| *closed).await;
+    }
+
+    /// Stops new work: subscriptions end, publishes fail with `Closed`.
+    pub(crate) fn begin_close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.closing.send_replace(true);
+    }
+
+    /// Closes the connection.
+    pub(crate) async fn close(&self) {
+        self.begin_close();
+        if let Some(connection) = self.current.lock().await.take()
+            && connection.status().connected()
+        {
+            let _ = tokio::time::timeout(
+                Duration::from_secs(5),
+                connection.close(200, "closing".into()),
+            )
+            .await;
+        }
+    }
+}
+
+/// Delays between reconnection attempts: from `min`, doubling up to `max`.
+#[derive(Debug)]
+pub(crate) struct Backoff {
+    min: Duration,
+    max: Duration,
+    next: Duration,
+}
+
+impl Backoff {
+    pub(crate) fn new(min: Duration, max: Duration) -> Self {
+        Self {
+            min,
+            max,
+            next: min,
+        }
+    }
+
+    /// The delay before the next attempt.
+    pub(crate) fn next_delay(&mut self) -> Duration {
+        let delay = self.next;
+        self.next = self.next.saturating_mul(2).min(self.max);
+        delay
+    }
+
+    /// After a success: start from `min` again.
+    pub(crate) fn reset(&mut self) {
+        self.next = self.min;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap_and_resets() {
+        let ms = Duration::from_millis;
+        let mut b = Backoff::new(ms(100), ms(350));
+        let got: Vec<_> = (0..4).map(|_| b.next_delay()).collect();
+        assert_eq!(got, [ms(100), ms(200), ms(350), ms(350)]);
+        b.reset();
+        assert_eq!(b.next_delay(), ms(100));
+        let mut huge = Backoff::new(Duration::MAX, Duration::MAX);
+        assert_eq!(
+            (huge.next_delay(), huge.next_delay()),
+            (Duration::MAX, Duration::MAX)
+        );
+    }
+}

@@ -1,0 +1,153 @@
+//! Options: per subscription (read from `SubscribeSpec::options`) and per connection.
+
+use std::time::Duration;
+
+use ruststream_core::BrokerOption;
+
+use crate::queue::QueueType;
+
+/// The most deliveries a subscription holds unsettled when the mount asks for more
+/// (`basic.qos` takes a 16-bit prefetch count).
+pub const MAX_PREFETCH: u16 = u16::MAX;
+
+/// Options of one RabbitMQ subscription, put in `SubscribeSpec::options`
+/// (`Mount::option` in the runtime).
+///
+/// ```
+/// use ruststream_lapin::{QueueType, SubscribeOptions};
+/// use ruststream_core::SubscribeSpec;
+///
+/// let mut spec = SubscribeSpec::new("orders");
+/// spec.options.insert(SubscribeOptions::new().prefetch(64).declare(QueueType::Quorum));
+/// ```
+///
+/// What the queue is (its type, delivery limit and dead-letter exchange) is found out
+/// at subscribe (see [Queues](crate#queues)); [`counts`](Self::counts) and
+/// [`dead_letters`](Self::dead_letters) override what was found, for queues whose
+/// behaviour comes from a policy the adapter cannot see.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SubscribeOptions {
+    pub(crate) prefetch: Option<u16>,
+    pub(crate) declare: Option<QueueType>,
+    pub(crate) counts: Option<bool>,
+    pub(crate) dead_letters: Option<bool>,
+}
+
+impl SubscribeOptions {
+    /// The prefetch from the mount's `in_flight`; the queue as found; nothing declared.
+    pub const fn new() -> Self {
+        Self {
+            prefetch: None,
+            declare: None,
+            counts: None,
+            dead_letters: None,
+        }
+    }
+
+    /// The prefetch (`basic.qos`): at most this many deliveries unsettled at a time,
+    /// instead of the mount's `in_flight`. At least 1.
+    pub const fn prefetch(mut self, prefetch: u16) -> Self {
+        self.prefetch = Some(if prefetch == 0 { 1 } else { prefetch });
+        self
+    }
+
+    /// Makes a missing queue of `kind` from the mount's declaration (a quorum queue with
+    /// a cap and a dead letter gets `x-delivery-limit` = `max_attempts − 1` and a
+    /// dead-letter exchange, and dead-letters itself); an existing queue of another
+    /// kind is refused at subscribe.
+    pub const fn declare(mut self, kind: QueueType) -> Self {
+        self.declare = Some(kind);
+        self
+    }
+
+    /// Whether the queue counts requeues in `x-delivery-count`, overriding what was
+    /// found out (quorum queues count; classic queues and streams do not).
+    pub const fn counts(mut self, counts: bool) -> Self {
+        self.counts = Some(counts);
+        self
+    }
+
+    /// Whether the queue enforces the mount's cap and dead letter itself, overriding
+    /// what was found out (a quorum queue with `x-delivery-limit` and
+    /// `x-dead-letter-exchange` arguments does). Set it for a queue whose limit and
+    /// dead-letter exchange come from a policy, which the adapter cannot read.
+    pub const fn dead_letters(mut self, dead_letters: bool) -> Self {
+        self.dead_letters = Some(dead_letters);
+        self
+    }
+}
+
+impl BrokerOption for SubscribeOptions {
+    const BROKER: &'static str = "lapin";
+}
+
+/// Options of a connection, for [`LapinBroker::connect_with`](crate::LapinBroker::connect_with).
+///
+/// ```
+/// use std::time::Duration;
+/// use ruststream_lapin::ConnectOptions;
+///
+/// let options = ConnectOptions::new()
+///     .backoff(Duration::from_millis(100), Duration::from_secs(5))
+///     .publish_timeout(Duration::from_secs(10));
+/// # let _ = options;
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConnectOptions {
+    pub(crate) backoff_min: Duration,
+    pub(crate) backoff_max: Duration,
+    pub(crate) publish_timeout: Duration,
+    pub(crate) name: Option<String>,
+    pub(crate) failover: Vec<String>,
+}
+
+impl Default for ConnectOptions {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ConnectOptions {
+    /// Back-off from 100 ms doubling to 5 s; publishes wait up to 30 s for a connection.
+    pub const fn new() -> Self {
+        Self {
+            backoff_min: Duration::from_millis(100),
+            backoff_max: Duration::from_secs(5),
+            publish_timeout: Duration::from_secs(30),
+            name: None,
+            failover: Vec::new(),
+        }
+    }
+
+    /// The back-off between reconnection attempts: from `min`, doubling up to `max`.
+    pub const fn backoff(mut self, min: Duration, max: Duration) -> Self {
+        self.backoff_min = min;
+        self.backoff_max = if max.as_nanos() < min.as_nanos() {
+            min
+        } else {
+            max
+        };
+        self
+    }
+
+    /// How long a publish waits for a connection (and its confirm) before handing the
+    /// message back as `Disconnected`.
+    pub const fn publish_timeout(mut self, timeout: Duration) -> Self {
+        self.publish_timeout = timeout;
+        self
+    }
+
+    /// Another node of the cluster to connect to when the URL's cannot be reached
+    /// (`amqp://user:pass@host:port/vhost`, checked by `connect_with`). Reconnection
+    /// tries the node it last reached first, then the others in order.
+    pub fn failover(mut self, url: impl Into<String>) -> Self {
+        self.failover.push(url.into());
+        self
+    }
+
+    /// The connection name RabbitMQ shows (`connection_name` client property).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+}

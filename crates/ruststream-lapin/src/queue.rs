@@ -1,0 +1,318 @@
+//! What a queue is, what that makes a subscription able to do, and whether it agrees
+//! with the mount's declaration.
+//!
+//! | queue | counts | requeues | dead-letters itself |
+//! |---|---|---|---|
+//! | classic | no (a requeue only sets `redelivered`) | yes | no |
+//! | quorum | yes (`x-delivery-count`) | yes | with `x-delivery-limit` and `x-dead-letter-exchange` |
+//! | stream | no | no | no |
+//!
+//! RabbitMQ dead-letters a quorum queue's message returned more than `x-delivery-limit`
+//! times, so a message is delivered `limit + 1` times: `max_attempts(n)` is a limit of
+//! `n − 1`.
+
+use lapin::types::{AMQPValue, FieldTable, LongString};
+use ruststream_core::{Address, Declaration};
+
+use crate::address;
+
+/// The type of a RabbitMQ queue, for [`SubscribeOptions::declare`](crate::SubscribeOptions::declare).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum QueueType {
+    /// A classic queue: does not count requeues; retries under a cap are copies.
+    Classic,
+    /// A quorum queue: counts requeues; with a cap and a dead letter declared, it
+    /// enforces both itself.
+    Quorum,
+}
+
+impl QueueType {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Classic => "classic",
+            Self::Quorum => "quorum",
+        }
+    }
+}
+
+/// A queue as the broker described it (see [`crate::probe`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct QueueInfo {
+    /// `classic`, `quorum`, `stream` (or another type a plugin adds).
+    pub(crate) kind: String,
+    pub(crate) delivery_limit: Option<i64>,
+    pub(crate) dlx: Option<String>,
+    pub(crate) dlrk: Option<String>,
+}
+
+/// The capabilities a queue decides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct QueueFacts {
+    pub(crate) counts: bool,
+    pub(crate) requeues: bool,
+    pub(crate) dead_letters: bool,
+}
+
+impl QueueInfo {
+    /// Reads the queue's arguments.
+    pub(crate) fn from_arguments(args: &FieldTable) -> Self {
+        let text = |key: &str| match args.inner().get(key) {
+            Some(AMQPValue::LongString(s)) => {
+                Some(String::from_utf8_lossy(s.as_bytes()).into_owned())
+            }
+            Some(AMQPValue::ShortString(s)) => Some(s.as_str().to_owned()),
+            _ => None,
+        };
+        Self {
+            kind: text("x-queue-type").unwrap_or_else(|| "classic".into()),
+            delivery_limit: args.inner().get("x-delivery-limit").and_then(integer),
+            dlx: text("x-dead-letter-exchange"),
+            dlrk: text("x-dead-letter-routing-key"),
+        }
+    }
+
+    /// Whether the queue caps deliveries and moves spent ones itself.
+    pub(crate) fn dead_letters_itself(&self) -> bool {
+        self.kind == "quorum" && self.delivery_limit.is_some_and(|l| l >= 0) && self.dlx.is_some()
+    }
+
+    pub(crate) fn facts(&self) -> QueueFacts {
+        match self.kind.as_str() {
+            "quorum" => QueueFacts {
+                counts: true,
+                requeues: true,
+                dead_letters: self.dead_letters_itself(),
+            },
+            "stream" => QueueFacts {
+                counts: false,
+                requeues: false,
+                dead_letters: false,
+            },
+            _ => QueueFacts {
+                counts: false,
+                requeues: true,
+                dead_letters: false,
+            },
+        }
+    }
+}
+
+pub(crate) fn integer(value: &AMQPValue) -> Option<i64> {
+    Some(match value {
+        AMQPValue::ShortShortInt(n) => i64::from(*n),
+        AMQPValue::ShortShortUInt(n) => i64::from(*n),
+        AMQPValue::ShortInt(n) => i64::from(*n),
+        AMQPValue::ShortUInt(n) => i64::from(*n),
+        AMQPValue::LongInt(n) => i64::from(*n),
+        AMQPValue::LongUInt(n) => i64::from(*n),
+        AMQPValue::LongLongInt(n) => *n,
+        _ => return None,
+    })
+}
+
+/// Where a dead-letter address is, as an exchange and a routing key: a queue `Q` is the
+/// default exchange with key `Q`; `/exchanges/X/K` is `X`, `K` (no key: `None`).
+pub(crate) fn dead_letter_target(dead: &Address) -> Option<(String, Option<String>)> {
+    let a = dead.as_str();
+    if let Some(rest) = a.strip_prefix("/exchanges/") {
+        let target = address::target(a).ok()?;
+        let has_key = rest.contains('/');
+        return Some((target.exchange, has_key.then_some(target.routing_key)));
+    }
+    let queue = address::queue(a).ok()?;
+    Some((String::new(), Some(queue)))
+}
+
+/// `x-delivery-limit` for a cap of `max_attempts`.
+pub(crate) fn delivery_limit(max_attempts: u32) -> i64 {
+    i64::from(max_attempts) - 1
+}
+
+/// The arguments a declaration gives a new queue of `kind`.
+pub(crate) fn arguments(kind: QueueType, declaration: &Declaration) -> Result<FieldTable, String> {
+    let mut args = FieldTable::default();
+    let text = |s: &str| AMQPValue::LongString(LongString::from(s.as_bytes().to_vec()));
+    args.insert("x-queue-type".into(), text(kind.name()));
+    if kind == QueueType::Quorum
+        && let Some(n) = declaration.max_attempts
+    {
+        args.insert(
+            "x-delivery-limit".into(),
+            AMQPValue::LongLongInt(delivery_limit(n.get())),
+        );
+    }
+    if let Some(dead) = &declaration.dead_letter {
+        let (exchange, key) = dead_letter_target(dead)
+            .ok_or_else(|| format!("dead letter {dead} is not a queue or an exchange"))?;
+        args.insert("x-dead-letter-exchange".into(), text(&exchange));
+        if let Some(key) = key {
+            args.insert("x-dead-letter-routing-key".into(), text(&key));
+        }
+        if kind == QueueType::Quorum {
+            // Dead-letter without loss: the queue keeps a message until the dead-letter
+            // queue has it (at-least-once needs reject-publish overflow).
+            args.insert("x-dead-letter-strategy".into(), text("at-least-once"));
+            args.insert("x-overflow".into(), text("reject-publish"));
+        }
+    }
+    Ok(args)
+}
+
+/// Differences between a queue and the mount's declaration that would make the broker
+/// and the runtime disagree: a declared type that is not the queue's, a delivery limit
+/// that stops deliveries before `max_attempts` (or, where the queue dead-letters itself
+/// or the mount declared it, any other limit than `max_attempts − 1`), a dead-letter
+/// target that is not `dead_letter`. `Err` says how.
+pub(crate) fn check(
+    info: &QueueInfo,
+    declaration: &Declaration,
+    declared: Option<QueueType>,
+) -> Result<(), String> {
+    if let Some(kind) = declared
+        && kind.name() != info.kind
+    {
+        return Err(format!(
+            "is a {} queue, declared {}",
+            info.kind,
+            kind.name()
+        ));
+    }
+    let strict = info.dead_letters_itself() || declared.is_some();
+    if info.kind == "quorum"
+        && let (Some(limit), Some(n)) = (info.delivery_limit, declaration.max_attempts)
+        && limit >= 0
+    {
+        let wanted = delivery_limit(n.get());
+        // A larger limit never cuts the runtime's cap short, unless the broker enforces it.
+        let agrees = if strict {
+            limit == wanted
+        } else {
+            limit >= wanted
+        };
+        if !agrees {
+            return Err(format!(
+                "has x-delivery-limit {limit}, max_attempts({n}) needs {wanted}"
+            ));
+        }
+    }
+    let Some(dead) = declaration.dead_letter.as_ref().filter(|_| strict) else {
+        return Ok(());
+    };
+    let differs = |has: &str| Err(format!("dead-letters to {has}, dead_letter is {dead}"));
+    let Some(dlx) = info.dlx.as_deref() else {
+        return differs("nowhere (no x-dead-letter-exchange)");
+    };
+    let has = match &info.dlrk {
+        Some(k) => format!("exchange {dlx:?} key {k:?}"),
+        None => format!("exchange {dlx:?} with the message's own key"),
+    };
+    let Some((exchange, key)) = dead_letter_target(dead) else {
+        return differs(&has);
+    };
+    let agrees = exchange == dlx
+        && match (key.as_deref(), info.dlrk.as_deref()) {
+            (Some(k), Some(h)) => k == h,
+            // The default exchange routes by key: the message's own would not reach it.
+            (_, None) => !exchange.is_empty(),
+            (None, Some(_)) => true,
+        };
+    if agrees {
+        Ok(())
+    } else if exchange.is_empty() && !dlx.is_empty() {
+        // AMQP 0-9-1 cannot read bindings: whether the exchange reaches the queue is
+        // not known, so the mount must name the exchange itself.
+        Err(format!(
+            "dead-letters through {has}, which cannot be checked against dead_letter {dead}: \
+             name it as /exchanges/{dlx}{}",
+            info.dlrk
+                .as_deref()
+                .map(|k| format!("/{k}"))
+                .unwrap_or_default()
+        ))
+    } else {
+        differs(&has)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::num::NonZeroU32;
+
+    fn quorum(limit: Option<i64>, dlx: Option<&str>, dlrk: Option<&str>) -> QueueInfo {
+        QueueInfo {
+            kind: "quorum".into(),
+            delivery_limit: limit,
+            dlx: dlx.map(Into::into),
+            dlrk: dlrk.map(Into::into),
+        }
+    }
+
+    fn declared(max: u32, dead: Option<&str>) -> Declaration {
+        Declaration {
+            max_attempts: NonZeroU32::new(max),
+            dead_letter: dead.map(Address::from),
+            retry_to: None,
+        }
+    }
+
+    #[test]
+    fn facts_follow_the_queue() {
+        let classic = QueueInfo {
+            kind: "classic".into(),
+            ..QueueInfo::default()
+        };
+        assert!(!classic.facts().counts && classic.facts().requeues);
+        assert!(quorum(None, None, None).facts().counts);
+        assert!(!quorum(Some(2), None, None).facts().dead_letters);
+        assert!(quorum(Some(2), Some(""), Some("dead")).facts().dead_letters);
+    }
+
+    #[test]
+    fn a_queue_dead_lettering_itself_must_match_the_cap_exactly() {
+        let q = quorum(Some(2), Some(""), Some("dead"));
+        assert_eq!(check(&q, &declared(3, Some("dead")), None), Ok(()));
+        let e = check(&q, &declared(4, Some("dead")), None).expect_err("off by one");
+        assert!(
+            e.contains("x-delivery-limit 2, max_attempts(4) needs 3"),
+            "{e}"
+        );
+        let e = check(&q, &declared(3, Some("other")), None).expect_err("elsewhere");
+        assert!(e.contains("dead_letter is other"), "{e}");
+        let e = check(&q, &declared(3, None), Some(QueueType::Classic)).expect_err("type");
+        assert!(e.contains("is a quorum queue, declared classic"), "{e}");
+    }
+
+    #[test]
+    fn a_larger_limit_is_fine_where_the_runtime_caps() {
+        let q = quorum(Some(10), None, None);
+        assert_eq!(check(&q, &declared(3, Some("dead")), None), Ok(()));
+        let e = check(&q, &declared(20, None), None).expect_err("cut short");
+        assert!(e.contains("needs 19"), "{e}");
+    }
+
+    #[test]
+    fn an_exchange_dead_letter_must_be_named_as_such() {
+        let q = quorum(Some(2), Some("dlx"), Some("k"));
+        assert_eq!(
+            check(&q, &declared(3, Some("/exchanges/dlx/k")), None),
+            Ok(())
+        );
+        let e = check(&q, &declared(3, Some("dead")), None).expect_err("binding unknown");
+        assert!(e.contains("/exchanges/dlx/k"), "{e}");
+    }
+
+    #[test]
+    fn declared_arguments() {
+        let args = arguments(QueueType::Quorum, &declared(3, Some("dead"))).expect("ok");
+        let info = QueueInfo::from_arguments(&args);
+        assert_eq!(info, quorum(Some(2), Some(""), Some("dead")));
+        assert_eq!(
+            check(&info, &declared(3, Some("dead")), Some(QueueType::Quorum)),
+            Ok(())
+        );
+        let classic = arguments(QueueType::Classic, &Declaration::default()).expect("ok");
+        assert_eq!(QueueInfo::from_arguments(&classic).kind, "classic");
+    }
+}

@@ -1,0 +1,102 @@
+//! A subscription's options from configuration: the broker URL's query and the mount's
+//! settings (see the crate docs, "Settings from configuration").
+
+use ruststream_core::{Options, Setting, SubscribeError};
+
+use crate::options::SubscribeOptions;
+use crate::queue::QueueType;
+
+/// The keys this broker reads.
+pub(crate) const KEYS: &[&str] = &["prefetch", "declare", "counts", "dead_letters"];
+
+/// Query keys of the URL that lapin itself reads (they stay in the URL).
+pub(crate) const CLIENT_KEYS: &[&str] = &[
+    "frame_max",
+    "channel_max",
+    "heartbeat",
+    "connection_timeout",
+    "auth_mechanism",
+];
+
+/// The options a subscription opens with: typed [`SubscribeOptions`] on the mount win
+/// over every key; otherwise the settings make them, the URL's first and the mount's
+/// after (a later key wins). Every setting is read either way: an unknown key or a bad
+/// value is an error naming it.
+pub(crate) fn options(
+    options: &Options,
+    url: &[Setting],
+) -> Result<SubscribeOptions, SubscribeError> {
+    let mut configured = SubscribeOptions::new();
+    for setting in url.iter().chain(options.settings()) {
+        configured = apply(configured, setting)?;
+    }
+    Ok(options
+        .get::<SubscribeOptions>()
+        .copied()
+        .unwrap_or(configured))
+}
+
+fn apply(options: SubscribeOptions, setting: &Setting) -> Result<SubscribeOptions, SubscribeError> {
+    Ok(match setting.key.as_str() {
+        "prefetch" => {
+            let prefetch: u16 = setting
+                .number()
+                .map_err(|_| setting.invalid("expected a whole number from 1 to 65535"))?;
+            if prefetch == 0 {
+                return Err(setting.invalid("must be at least 1"));
+            }
+            options.prefetch(prefetch)
+        }
+        "declare" => match setting.choice(&["classic", "quorum"])? {
+            "quorum" => options.declare(QueueType::Quorum),
+            _ => options.declare(QueueType::Classic),
+        },
+        "counts" => options.counts(setting.flag()?),
+        "dead_letters" => options.dead_letters(setting.flag()?),
+        _ => return Err(setting.unknown("lapin", KEYS)),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn url(pairs: &[(&str, &str)]) -> Vec<Setting> {
+        pairs
+            .iter()
+            .map(|(k, v)| Setting::new(*k, *v, "url"))
+            .collect()
+    }
+
+    #[test]
+    fn the_mount_overrides_the_url_and_typed_options_win() {
+        let mut mount = Options::default();
+        mount.configure(Setting::new("prefetch", "8", "env"));
+        let got = options(&mount, &url(&[("prefetch", "64"), ("declare", "quorum")])).expect("ok");
+        assert_eq!(
+            got,
+            SubscribeOptions::new()
+                .prefetch(8)
+                .declare(QueueType::Quorum)
+        );
+        mount.insert(SubscribeOptions::new().prefetch(2));
+        let got = options(&mount, &url(&[("counts", "true")])).expect("ok");
+        assert_eq!(got, SubscribeOptions::new().prefetch(2));
+    }
+
+    #[test]
+    fn bad_settings_are_named() {
+        for (pairs, says) in [
+            (&[("credit", "5")][..], "unknown key for the lapin broker"),
+            (&[("prefetch", "0")][..], "at least 1"),
+            (&[("prefetch", "70000")][..], "1 to 65535"),
+            (&[("declare", "lazy")][..], "classic, quorum"),
+            (&[("dead_letters", "perhaps")][..], "true or false"),
+        ] {
+            let error = options(&Options::default(), &url(pairs))
+                .expect_err("refused")
+                .to_string();
+            assert!(error.contains(says), "{pairs:?}: {error}");
+        }
+    }
+}

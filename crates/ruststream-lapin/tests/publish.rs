@@ -1,0 +1,172 @@
+//! Publisher confirms: a publish resolves when the broker has the message; one the
+//! broker cannot take comes back in the error.
+
+mod support;
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use ruststream_core::{Broker, Message, PublishErrorKind, Settlement, SubscribeSpec};
+use support::{QueueSpec, Rabbit, broker, declare, unique, waiting};
+
+async fn confirmed_publish_is_in_the_queue(rabbit: Rabbit) {
+    let queue = unique("confirmed");
+    declare(rabbit, &[(queue.clone(), QueueSpec::quorum())]);
+    let broker = broker(rabbit).await;
+    let publisher = broker.publisher();
+    for i in 0..20 {
+        publisher
+            .publish(queue.as_str().into(), Message::new(format!("m{i}")))
+            .await
+            .expect("confirmed");
+    }
+    // Confirmed means stored: all of them are counted right away.
+    assert_eq!(waiting(rabbit, &queue).await, 20);
+    let mut sub = broker
+        .subscribe(SubscribeSpec::new(queue.as_str()))
+        .await
+        .expect("subscribe");
+    let d = tokio::time::timeout(Duration::from_secs(5), sub.deliveries.next())
+        .await
+        .expect("a delivery")
+        .expect("open")
+        .expect("ok");
+    assert_eq!(d.payload().as_ref(), b"m0");
+    d.settle(Settlement::Accept).await.expect("acked");
+    broker.close().await;
+}
+
+async fn unroutable_and_missing_exchange_hand_the_message_back(rabbit: Rabbit) {
+    let broker = broker(rabbit).await;
+    let publisher = broker.publisher();
+    // No queue of that name: the mandatory message is returned.
+    let missing = unique("missing");
+    let error = publisher
+        .publish(
+            missing.as_str().into(),
+            Message::new("lost?").with_header("x-k", "v"),
+        )
+        .await
+        .expect_err("returned");
+    assert!(
+        matches!(&error.kind, PublishErrorKind::Refused(why) if why.contains("NO_ROUTE")),
+        "{error}"
+    );
+    assert_eq!(error.message.payload.as_ref(), b"lost?");
+    assert_eq!(error.message.headers.get_str("x-k"), Some("v"));
+    assert_eq!(error.address, missing);
+
+    // No such exchange.
+    let to = format!("/exchanges/{}/key", unique("no-exchange"));
+    let error = publisher
+        .publish(to.as_str().into(), Message::new("nowhere"))
+        .await
+        .expect_err("no exchange");
+    assert!(
+        matches!(&error.kind, PublishErrorKind::Refused(why) if why.contains("no exchange")),
+        "{error}"
+    );
+    assert_eq!(error.message.payload.as_ref(), b"nowhere");
+
+    // An exchange with nothing bound for the key: returned as well.
+    let error = publisher
+        .publish(
+            "/exchanges/amq.direct/nobody-binds-this".into(),
+            Message::new("x"),
+        )
+        .await
+        .expect_err("unroutable");
+    assert!(
+        matches!(error.kind, PublishErrorKind::Refused(_)),
+        "{error}"
+    );
+
+    // A bad address never reaches the broker.
+    let error = publisher
+        .publish("/topics/x".into(), Message::new("x"))
+        .await
+        .expect_err("bad address");
+    assert!(
+        matches!(
+            error.kind,
+            PublishErrorKind::Refused(_) | PublishErrorKind::BadAddress(_)
+        ),
+        "{error}"
+    );
+
+    // Publishing goes on after the refusals, on the same connection.
+    let queue = unique("after");
+    declare(rabbit, &[(queue.clone(), QueueSpec::classic())]);
+    publisher
+        .publish(queue.as_str().into(), Message::new("fine"))
+        .await
+        .expect("confirmed");
+    broker.close().await;
+    let error = publisher
+        .publish(queue.as_str().into(), Message::new("late"))
+        .await
+        .expect_err("closed");
+    assert!(matches!(error.kind, PublishErrorKind::Closed), "{error}");
+}
+
+async fn concurrent_publishes_each_get_their_own_answer(rabbit: Rabbit) {
+    // Returns and confirms of many publishes in flight at once must not be mixed up:
+    // every publish to the missing queue fails, every other one succeeds.
+    let broker = broker(rabbit).await;
+    let publisher = broker.publisher();
+    let queue = unique("mixed");
+    declare(rabbit, &[(queue.clone(), QueueSpec::classic())]);
+    let missing = unique("mixed-missing");
+    let sends = (0..200).map(|i| {
+        let publisher = publisher.clone();
+        let to = if i % 3 == 0 {
+            missing.clone()
+        } else {
+            queue.clone()
+        };
+        async move {
+            (
+                i,
+                publisher
+                    .publish(to.as_str().into(), Message::new(format!("{i}")))
+                    .await,
+            )
+        }
+    });
+    let results = futures_util::future::join_all(sends).await;
+    for (i, result) in results {
+        assert_eq!(result.is_err(), i % 3 == 0, "publish {i}: {result:?}");
+    }
+    assert_eq!(waiting(rabbit, &queue).await, 133);
+    broker.close().await;
+}
+
+#[tokio::test]
+async fn confirmed_publish_is_in_the_queue_3() {
+    confirmed_publish_is_in_the_queue(Rabbit::V3).await;
+}
+
+#[tokio::test]
+async fn confirmed_publish_is_in_the_queue_4() {
+    confirmed_publish_is_in_the_queue(Rabbit::V4).await;
+}
+
+#[tokio::test]
+async fn unroutable_and_missing_exchange_hand_the_message_back_3() {
+    unroutable_and_missing_exchange_hand_the_message_back(Rabbit::V3).await;
+}
+
+#[tokio::test]
+async fn unroutable_and_missing_exchange_hand_the_message_back_4() {
+    unroutable_and_missing_exchange_hand_the_message_back(Rabbit::V4).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_publishes_each_get_their_own_answer_3() {
+    concurrent_publishes_each_get_their_own_answer(Rabbit::V3).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_publishes_each_get_their_own_answer_4() {
+    concurrent_publishes_each_get_their_own_answer(Rabbit::V4).await;
+}
