@@ -47,7 +47,7 @@ pub enum RunError {
     /// A failure policy of `fail_fast` stopped the service.
     #[error("stopped by fail_fast: {0}")]
     FailFast(String),
-    /// The HTTP endpoint ([`App::http`]) could not listen.
+    /// The HTTP endpoint (`App::http`, feature `http`) could not listen.
     #[error("http endpoint: {0}")]
     Http(std::io::Error),
 }
@@ -410,7 +410,7 @@ impl Running {
         self.readiness.clone()
     }
 
-    /// Where the HTTP endpoint ([`App::http`]) listens, if the service has one.
+    /// Where the HTTP endpoint (`App::http`, feature `http`) listens, if the service has one.
     pub fn http_addr(&self) -> Option<std::net::SocketAddr> {
         self.server.as_ref().map(|server| server.addr)
     }
