@@ -126,6 +126,18 @@ async fn declaring_another_type_than_the_queue_has_is_refused() {
     assert!(why.contains("is a classic queue, declared quorum"), "{why}");
 }
 
+/// `rabbitmqctl list_queues`' line of `queue`: its name, type and arguments.
+fn listed(queue: &str) -> String {
+    let all = rabbitmq4(
+        &["ctl", "-q", "list_queues", "name", "type", "arguments"],
+        None,
+    );
+    all.lines()
+        .find(|l| l.starts_with(queue))
+        .unwrap_or_else(|| panic!("{queue} not declared: {all}"))
+        .to_owned()
+}
+
 #[tokio::test]
 async fn declare_makes_the_queue_with_the_arguments() {
     let queue = unique("made");
@@ -134,14 +146,7 @@ async fn declare_makes_the_queue_with_the_arguments() {
     let options = SubscribeOptions::new().declare(QueueType::Quorum);
     let sub = subscribe(&broker, spec(&queue, options, capped(4, Some(&dead)))).await;
     assert!(sub.capabilities.counts && sub.capabilities.dead_letters);
-    let listed = rabbitmq4(
-        &["ctl", "-q", "list_queues", "name", "type", "arguments"],
-        None,
-    );
-    let line = listed
-        .lines()
-        .find(|l| l.starts_with(&queue))
-        .unwrap_or_else(|| panic!("{queue} not declared: {listed}"));
+    let line = listed(&queue);
     assert!(line.contains("quorum"), "{line}");
     assert!(
         line.contains("{\"x-delivery-limit\",long,3}") || line.contains("x-delivery-limit\",3"),
@@ -168,14 +173,7 @@ async fn a_declared_classic_queue_has_no_dead_letter_exchange() {
     let options = SubscribeOptions::new().declare(QueueType::Classic);
     let sub = subscribe(&broker, spec(&queue, options, capped(4, Some(&dead)))).await;
     assert!(!sub.capabilities.counts && !sub.capabilities.dead_letters);
-    let listed = rabbitmq4(
-        &["ctl", "-q", "list_queues", "name", "type", "arguments"],
-        None,
-    );
-    let line = listed
-        .lines()
-        .find(|l| l.starts_with(&queue))
-        .unwrap_or_else(|| panic!("{queue} not declared: {listed}"));
+    let line = listed(&queue);
     assert!(line.contains("classic"), "{line}");
     assert!(!line.contains("x-dead-letter"), "{line}");
     drop(sub);

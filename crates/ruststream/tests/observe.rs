@@ -20,6 +20,7 @@ use ruststream::layer::{Layer, Middleware, Subscribed};
 use ruststream::memory::MemoryBroker;
 use ruststream::observe::Metrics;
 use ruststream::{App, Delivery, Mount, Outcome, Settled, ack, retry};
+use support::{redis, redis_url, unique};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
@@ -197,27 +198,10 @@ async fn metrics_count_what_was_sent_on_the_memory_broker() {
     );
 }
 
-fn redis_url() -> String {
-    std::env::var("RUSTSTREAM_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
-}
-
-fn unique(name: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    format!("observe-{name}-{}-{nanos}", std::process::id())
-}
-
-async fn redis(url: &str) -> Arc<dyn ruststream::core::Broker> {
-    ruststream::connect(url).await.unwrap_or_else(|error| {
-        panic!("no Redis at {url} ({error}): start one with scripts/redis.sh or set RUSTSTREAM_REDIS_URL")
-    })
-}
-
 #[tokio::test]
 async fn metrics_count_what_was_sent_on_redis() {
     let broker = redis(&redis_url()).await;
-    flow_and_check(App::with_broker(broker), &unique("flow")).await;
+    flow_and_check(App::with_broker(broker), &unique("observe", "flow")).await;
 }
 
 /// A TCP forwarder that can be cut: while down, it closes every connection and refuses
@@ -318,7 +302,7 @@ async fn readiness_flips(url: &str, through: impl Fn(u16) -> String) {
         panic!("no broker at {url} ({error}): scripts/test prepares it (see its header)")
     });
     let metrics = Metrics::new();
-    let address = unique("ready");
+    let address = unique("observe", "ready");
     let running = App::with_broker(broker)
         .metrics(&metrics)
         .http("127.0.0.1:0".parse().expect("an address"))
@@ -390,7 +374,7 @@ async fn readiness_flips_while_rabbitmq_is_cut_and_back_when_restored() {
 async fn delayed_copies_are_counted_per_subscription() {
     let broker = redis(&redis_url()).await;
     let metrics = Metrics::new();
-    let (waiting, other) = (unique("waiting"), unique("other"));
+    let (waiting, other) = (unique("observe", "waiting"), unique("observe", "other"));
     let running = App::with_broker(broker)
         .metrics(&metrics)
         .mount(waiting.as_str(), |n: u64| async move {
@@ -553,7 +537,7 @@ async fn logs_at_trace_level_never_show_a_password() {
     // The default user of a server without a password takes any password.
     let secret = "pw-Zq81sEcReT";
     let broker = redis(&format!("redis://default:{secret}@{host}")).await;
-    let address = unique("logs");
+    let address = unique("observe", "logs");
     let running = App::with_broker(broker)
         .mount(address.as_str(), handle)
         .start()

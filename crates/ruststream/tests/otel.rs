@@ -8,6 +8,8 @@
 //! Redis from `RUSTSTREAM_REDIS_URL` (default `redis://127.0.0.1:6379`,
 //! `scripts/redis.sh` starts one).
 
+mod support;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -18,6 +20,7 @@ use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message as _;
 use ruststream::observe::Tracing;
 use ruststream::{App, Attempt, Mount, Outcome, Publisher, Reply, retry, retry_after};
+use support::{redis, redis_url, unique};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -134,24 +137,6 @@ async fn wait_for(tracing: &Tracing, received: &Received, done: impl Fn(&[Span])
     }
 }
 
-fn redis_url() -> String {
-    std::env::var("RUSTSTREAM_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
-}
-
-fn unique(name: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    format!("otel-{name}-{}-{nanos}", std::process::id())
-}
-
-async fn redis() -> Arc<dyn ruststream::core::Broker> {
-    let url = redis_url();
-    ruststream::connect(&url).await.unwrap_or_else(|error| {
-        panic!("no Redis at {url} ({error}): start one with scripts/redis.sh or set RUSTSTREAM_REDIS_URL")
-    })
-}
-
 /// Attempt 1 retries now, attempt 2 after 50 ms, attempt 3 retries past the cap.
 async fn flaky(Attempt(attempt): Attempt, _: u64) -> Outcome {
     if attempt == 2 {
@@ -165,9 +150,13 @@ async fn flaky(Attempt(attempt): Attempt, _: u64) -> Outcome {
 async fn one_trace_follows_a_message_through_retries_and_its_dead_letter_on_redis() {
     let (endpoint, received) = receiver().await;
     let tracing = Tracing::otlp(&endpoint, "otel-test").expect("an exporter");
-    let (orders, dead, audit) = (unique("orders"), unique("dead"), unique("audit"));
+    let (orders, dead, audit) = (
+        unique("otel", "orders"),
+        unique("otel", "dead"),
+        unique("otel", "audit"),
+    );
     let audit_to = audit.clone();
-    let running = App::with_broker(redis().await)
+    let running = App::with_broker(redis(&redis_url()).await)
         .tracing(&tracing)
         .mount(
             Mount::new(orders.as_str())
@@ -312,8 +301,8 @@ async fn price(item: String) -> Reply<u64> {
 async fn a_reply_continues_the_trace_of_its_request_on_redis() {
     let (endpoint, received) = receiver().await;
     let tracing = Tracing::otlp(&endpoint, "otel-test").expect("an exporter");
-    let prices = unique("prices");
-    let running = App::with_broker(redis().await)
+    let prices = unique("otel", "prices");
+    let running = App::with_broker(redis(&redis_url()).await)
         .tracing(&tracing)
         .mount(prices.as_str(), price)
         .start()

@@ -459,3 +459,25 @@ impl Publish for FaultyPublish {
         self.inner.publish(to, message)
     }
 }
+
+/// The Redis the tests that need one use: `RUSTSTREAM_REDIS_URL`, by default
+/// `redis://127.0.0.1:6379` (`scripts/redis.sh` starts one).
+pub fn redis_url() -> String {
+    std::env::var("RUSTSTREAM_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
+}
+
+/// An address no other run uses: `prefix-name-pid-nanos`.
+pub fn unique(prefix: &str, name: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{prefix}-{name}-{}-{nanos}", std::process::id())
+}
+
+/// A broker connected to `url`, or a failure saying how to start Redis.
+#[cfg(feature = "redis")]
+pub async fn redis(url: &str) -> Arc<dyn Broker> {
+    ruststream::connect(url).await.unwrap_or_else(|error| {
+        panic!("no Redis at {url} ({error}): start one with scripts/redis.sh or set RUSTSTREAM_REDIS_URL")
+    })
+}
