@@ -42,9 +42,9 @@ pub(crate) async fn subscribe(
         None => inner.client.subscribe(subject.to_owned()).await,
     }
     .map_err(|error| SubscribeError::Disconnected(format!("subscribing to {subject}: {error}")))?;
-    // The subscription is registered once the server has it: a publish after this
-    // returns reaches it.
-    inner.client.flush().await.map_err(|error| {
+    // The subscription is registered once the server has it, so that a publish after
+    // this returns reaches it: a round trip on this connection says so.
+    in_place(&inner.client).await.map_err(|error| {
         SubscribeError::Disconnected(format!("subscribing to {subject}: {error}"))
     })?;
     if !names::is_wildcard(subject) {
@@ -57,4 +57,28 @@ pub(crate) async fn subscribe(
         capabilities: Capabilities::NONE,
         attached,
     })
+}
+
+/// Returns once the server has handled what this connection sent before the call. The
+/// client's `flush` only writes the buffer out; the server handles a connection's
+/// operations in order, so a message this connection publishes to an inbox of its own
+/// coming back means every `SUB` before it is in place.
+async fn in_place(client: &async_nats::Client) -> Result<(), String> {
+    use futures_util::StreamExt;
+
+    let inbox = client.new_inbox();
+    let mut probe = client
+        .subscribe(inbox.clone())
+        .await
+        .map_err(|e| e.to_string())?;
+    client
+        .publish(inbox, bytes::Bytes::new())
+        .await
+        .map_err(|e| e.to_string())?;
+    client.flush().await.map_err(|e| e.to_string())?;
+    match tokio::time::timeout(std::time::Duration::from_secs(10), probe.next()).await {
+        Ok(Some(_)) => Ok(()),
+        Ok(None) => Err("the connection closed".into()),
+        Err(_) => Err("no answer from the server in 10 s".into()),
+    }
 }
