@@ -13,6 +13,7 @@ use ruststream_core::{
     Address, Broker, Delivery, Message, RETRY_COUNT, Settlement, SubscribeError, SubscribeSpec,
     Subscription,
 };
+use ruststream_lapin::LapinBroker;
 use support::{QueueSpec, Rabbit, broker, declare, unique, waiting};
 
 async fn next(sub: &mut Subscription) -> Delivery {
@@ -23,19 +24,32 @@ async fn next(sub: &mut Subscription) -> Delivery {
         .expect("a delivery, not an error")
 }
 
-async fn quorum_counts_requeues(rabbit: Rabbit) {
-    let queue = unique("count");
-    declare(rabbit, &[(queue.clone(), QueueSpec::quorum())]);
+/// A queue of `spec` declared under a name made from `name` (returned), `message`
+/// waiting in it, and a subscription to it with default options.
+async fn one_waiting(
+    rabbit: Rabbit,
+    name: &str,
+    spec: QueueSpec,
+    message: Message,
+) -> (String, LapinBroker, Subscription) {
+    let queue = unique(name);
+    declare(rabbit, &[(queue.clone(), spec)]);
     let broker = broker(rabbit).await;
     broker
         .publisher()
-        .publish(queue.as_str().into(), Message::new("again"))
+        .publish(queue.as_str().into(), message)
         .await
         .expect("sent");
-    let mut sub = broker
+    let sub = broker
         .subscribe(SubscribeSpec::new(queue.as_str()))
         .await
         .expect("subscribe");
+    (queue, broker, sub)
+}
+
+async fn quorum_counts_requeues(rabbit: Rabbit) {
+    let (queue, broker, mut sub) =
+        one_waiting(rabbit, "count", QueueSpec::quorum(), Message::new("again")).await;
     assert!(sub.capabilities.counts && sub.capabilities.requeues);
     assert!(!sub.capabilities.dead_letters);
     for attempt in 1..=4 {
@@ -71,19 +85,13 @@ async fn quorum_counts_requeues(rabbit: Rabbit) {
 }
 
 async fn a_copy_counts_by_its_header_alone(rabbit: Rabbit) {
-    let queue = unique("copy");
-    declare(rabbit, &[(queue.clone(), QueueSpec::quorum())]);
-    let broker = broker(rabbit).await;
-    let copy = Message::new("copy").with_header(RETRY_COUNT, "2");
-    broker
-        .publisher()
-        .publish(queue.as_str().into(), copy)
-        .await
-        .expect("sent");
-    let mut sub = broker
-        .subscribe(SubscribeSpec::new(queue.as_str()))
-        .await
-        .expect("subscribe");
+    let (_, broker, mut sub) = one_waiting(
+        rabbit,
+        "copy",
+        QueueSpec::quorum(),
+        Message::new("copy").with_header(RETRY_COUNT, "2"),
+    )
+    .await;
     let d = next(&mut sub).await;
     assert_eq!(d.broker_attempt(), None);
     assert_eq!(d.redelivery_count(), 3);
@@ -96,18 +104,8 @@ async fn a_copy_counts_by_its_header_alone(rabbit: Rabbit) {
 }
 
 async fn classic_does_not_count(rabbit: Rabbit) {
-    let queue = unique("classic");
-    declare(rabbit, &[(queue.clone(), QueueSpec::classic())]);
-    let broker = broker(rabbit).await;
-    broker
-        .publisher()
-        .publish(queue.as_str().into(), Message::new("c"))
-        .await
-        .expect("sent");
-    let mut sub = broker
-        .subscribe(SubscribeSpec::new(queue.as_str()))
-        .await
-        .expect("subscribe");
+    let (queue, broker, mut sub) =
+        one_waiting(rabbit, "classic", QueueSpec::classic(), Message::new("c")).await;
     assert!(!sub.capabilities.counts && sub.capabilities.requeues);
     let d = next(&mut sub).await;
     assert_eq!(d.broker_attempt(), None);
