@@ -11,13 +11,15 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use ruststream_core::{Address, Delivery, Message, PublishError, Verdict};
+use ruststream_core::Address;
 
 use super::names::{PLANS, VERDICTS, plan_kind};
 
-use crate::layer::{Layer, Middleware, PublishLayer, PublishMiddleware, Subscribed};
-use crate::outcome::Outcome;
-use crate::settled::{Cause, Settled};
+use crate::layer::Subscribed;
+
+mod counting;
+
+pub use counting::MetricsLayer;
 
 /// The upper bounds of the handler-duration histogram, in seconds (OpenTelemetry's
 /// defaults for `messaging.process.duration`).
@@ -79,10 +81,6 @@ struct Sent {
     messages: AtomicU64,
     failures: AtomicU64,
 }
-
-/// The layer that counts into a [`Metrics`] (around mounts, and around the publisher).
-#[derive(Clone)]
-pub struct MetricsLayer(Metrics);
 
 impl Metrics {
     /// Empty metrics.
@@ -332,87 +330,6 @@ impl Metrics {
 impl std::fmt::Debug for Metrics {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Metrics").finish_non_exhaustive()
-    }
-}
-
-impl std::fmt::Debug for MetricsLayer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MetricsLayer").finish_non_exhaustive()
-    }
-}
-
-impl Layer for MetricsLayer {
-    fn layer(&self, subscribed: &Subscribed) -> Arc<dyn Middleware> {
-        Arc::new(Counting(self.0.series(subscribed)))
-    }
-}
-
-impl PublishLayer for MetricsLayer {
-    fn layer(&self) -> Arc<dyn PublishMiddleware> {
-        Arc::new(Sending(self.0.clone()))
-    }
-}
-
-struct Counting(Arc<Series>);
-
-impl Middleware for Counting {
-    fn before(&self, _: &Delivery) -> Option<Outcome> {
-        self.0.received.fetch_add(1, Ordering::Relaxed);
-        self.0.in_flight.fetch_add(1, Ordering::Relaxed);
-        None
-    }
-
-    fn after(&self, _: &Outcome, elapsed: Duration) {
-        let series = &self.0;
-        let seconds = elapsed.as_secs_f64();
-        if let Some(i) = BUCKETS.iter().position(|bound| seconds <= *bound) {
-            series.buckets[i].fetch_add(1, Ordering::Relaxed);
-        }
-        let nanos = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
-        series.duration_nanos.fetch_add(nanos, Ordering::Relaxed);
-        series.durations.fetch_add(1, Ordering::Relaxed);
-    }
-
-    fn settled(&self, settled: &Settled) {
-        let series = &self.0;
-        series.in_flight.fetch_sub(1, Ordering::Relaxed);
-        let verdict = match settled.verdict() {
-            Verdict::Ack => 0,
-            Verdict::Drop => 1,
-            Verdict::Retry => 2,
-            Verdict::RetryAfter(_) => 3,
-        };
-        series.verdicts[verdict].fetch_add(1, Ordering::Relaxed);
-        series.plans[plan_kind(settled.plan())].fetch_add(1, Ordering::Relaxed);
-        let cause = match settled.cause() {
-            Cause::Decode(_) => Some(&series.decode_failures),
-            Cause::Panic(_) => Some(&series.panics),
-            Cause::Timeout(_) => Some(&series.timeouts),
-            Cause::Layer => Some(&series.short_circuits),
-            _ => None,
-        };
-        if let Some(counter) = cause {
-            counter.fetch_add(1, Ordering::Relaxed);
-        }
-        if !settled.is_ok() {
-            series.settlement_errors.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-}
-
-struct Sending(Metrics);
-
-impl PublishMiddleware for Sending {
-    fn before(&self, _: &Address, _: &mut Message) {}
-
-    fn after(&self, to: &Address, result: &Result<(), PublishError>) {
-        let sent = self.0.sent(to);
-        let counter = if result.is_ok() {
-            &sent.messages
-        } else {
-            &sent.failures
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
     }
 }
 
