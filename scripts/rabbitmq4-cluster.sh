@@ -2,7 +2,10 @@
 # rabbitmq4-cluster.sh - a three-node RabbitMQ 4 cluster, run from the same Debian 13
 # root as scripts/rabbitmq4.sh (built by it), next to its single node, for the tests that
 # take a cluster node down mid-run (crates/ruststream-lapin/tests/cluster.rs).
-# Needs root. Idempotent: running nodes are left as they are.
+# Needs root. Idempotent: running nodes are left as they are. The nodes that are down
+# start at once (a node restarting from its data waits for its peers' tables, so one by
+# one they never came up); data they cannot agree on is wiped and the cluster made afresh
+# (it holds only test queues). RABBITMQ4_START_TIMEOUT (default 120 s) bounds the wait.
 #
 # Nodes rs-cluster-N@localhost (N = 1, 2, 3): AMQP 0-9-1/1.0 on 127.0.0.1:568N,
 # distribution on 2568N, their own epmd on 4371, data (mnesia, logs, configuration) in
@@ -10,6 +13,7 @@
 # (rabbit4@localhost, 5673, epmd 4370) is never touched.
 #
 # Usage: scripts/rabbitmq4-cluster.sh [start]    start the nodes that are down, join them
+#                                               (10-30 s here; about 70 s when it wipes)
 #        scripts/rabbitmq4-cluster.sh stop       shut every node down
 #        scripts/rabbitmq4-cluster.sh status     exit 0 if all three run as one cluster
 #        scripts/rabbitmq4-cluster.sh kill N     kill node N at once (SIGKILL), as a crash
