@@ -168,6 +168,24 @@
 //! `{key}:group:<group>:alive:<consumer>`), so one subscription's keys live on one
 //! cluster node.
 //!
+//! # A master lost (Redis Cluster with replicas)
+//!
+//! When the master serving a subscription's slot dies, its replica takes over once the
+//! cluster marks it failed (`cluster-node-timeout`, then an election); until then the
+//! subscription's reads wait and are retried, publishes to that slot wait up to the
+//! command timeout (10 s) and then fail with the message handed back, and the reader
+//! takes back its own pending entries once it reads again. The test
+//! `tests/cluster_failover.rs` kills such a master mid-run (SIGKILL) with producers and
+//! consumers on default options: nothing lost, deliveries resumed with the new master
+//! (figures in RELIABILITY.md).
+//!
+//! Redis replicates asynchronously: a master answers `XADD` (and `XACK`) before its
+//! replica has it, and the adapter does not send `WAIT`. A write acknowledged in the
+//! moment before a master fails can be missing from the replica that replaces it: lost by
+//! the server, not by the adapter (an `XACK` lost that way is a duplicate). A killed
+//! process on a working machine rarely shows it (what the master had written to its
+//! replica's socket is still delivered); a machine or network failure can.
+//!
 //! # Client
 //!
 //! The client is [fred](https://docs.rs/fred) 10: a connection pool for completion
