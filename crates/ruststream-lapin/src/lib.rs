@@ -1,7 +1,8 @@
 //! RabbitMQ adapter for ruststream over AMQP 0-9-1, with the `lapin` client.
 //!
 //! [`LapinBroker::connect`] opens a connection (`amqp://user:pass@host:port/vhost`, the
-//! vhost percent-encoded: `%2f` is `/`) and implements [`ruststream_core::Broker`]: a
+//! vhost percent-encoded: `%2f` is `/`; `amqps://` with the `tls` feature, trusting the
+//! webpki roots and any `ConnectOptions::tls_ca_file`) and implements [`ruststream_core::Broker`]: a
 //! channel per subscription (manual acks, a prefetch), confirm channels for publishing.
 //! When the connection drops, it is opened again with back-off and every subscription
 //! consumes again by itself. RabbitMQ 3.x and 4.x both work.
