@@ -6,7 +6,8 @@
 //!   `x-delivery-count`, 3 and 4 by the copies' header, never restarting), and at the
 //!   cap the dead letter gets it;
 //! * a consumer process killed with SIGKILL during the delay loses nothing: the copy is
-//!   in RabbitMQ, which moves it back; another process gets it as attempt 2.
+//!   in RabbitMQ, which moves it back; another process gets it as attempt 2;
+//! * a delay queue that cannot be declared holds the original for the delay instead.
 //!
 //! The killed consumer is this test binary itself, run again (`current_exe`) as the
 //! ignored test `helper_process`.
@@ -152,6 +153,57 @@ async fn subscription_declares_native_delays(rabbit: Rabbit, kind: &str) {
     lapin.close().await;
 }
 
+async fn next(sub: &mut ruststream_core::Subscription) -> ruststream_core::Delivery {
+    tokio::time::timeout(DELAY + SLACK, sub.deliveries.next())
+        .await
+        .expect("a delivery in time")
+        .expect("open")
+        .expect("a delivery")
+}
+
+/// A delay queue RabbitMQ will not declare (someone made it with other arguments): the
+/// settlement is an error, and the original, held unsettled for the delay, comes back
+/// after it; nothing is lost.
+async fn an_undeclarable_delay_queue_holds_the_original(rabbit: Rabbit, kind: &str) {
+    let queue = unique(&format!("undeclarable-{kind}"));
+    let delay_queue = format!("{queue}.delay.{}", DELAY.as_millis());
+    declare(
+        rabbit,
+        &[
+            (queue.clone(), spec_of(kind)),
+            (delay_queue.clone(), QueueSpec::classic()),
+        ],
+    );
+    let lapin = broker(rabbit).await;
+    lapin
+        .publisher()
+        .publish(queue.as_str().into(), Message::new("7"))
+        .await
+        .expect("sent");
+    let mut sub = lapin
+        .subscribe(SubscribeSpec::new(queue.as_str()))
+        .await
+        .expect("subscribe");
+    let d = next(&mut sub).await;
+    let settled_at = Instant::now();
+    let error = d
+        .settle(Settlement::RequeueAfter(DELAY))
+        .await
+        .expect_err("the delay queue cannot be declared");
+    assert!(error.to_string().contains(&delay_queue), "{error}");
+    let d = next(&mut sub).await;
+    assert!(
+        settled_at.elapsed() >= DELAY,
+        "{rabbit:?} {kind}: back after {:?}",
+        settled_at.elapsed()
+    );
+    assert_eq!(d.payload().as_ref(), b"7");
+    d.settle(Settlement::Accept).await.expect("acked");
+    assert_eq!(waiting(rabbit, &delay_queue).await, 0, "no copy parked");
+    drop(sub);
+    lapin.close().await;
+}
+
 const HELPER: &str = "RUSTSTREAM_LAPIN_HELPER_QUEUE";
 const HELPER_URL: &str = "RUSTSTREAM_LAPIN_HELPER_URL";
 const CRASH_DELAY: Duration = Duration::from_secs(3);
@@ -269,5 +321,6 @@ macro_rules! on_both {
 on_both!(
     subscription_declares_native_delays,
     delayed_copies_count_on_and_the_cap_dead_letters,
-    killed_during_the_delay_loses_nothing
+    killed_during_the_delay_loses_nothing,
+    an_undeclarable_delay_queue_holds_the_original
 );
