@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use lapin::{Connection, ConnectionProperties};
+use lapin::tcp::OwnedTLSConfig;
+use lapin::{Connection, ConnectionProperties, DefaultConnectionBuilder};
 use tokio::sync::{Mutex, watch};
 
 use crate::error::ConnectError;
@@ -24,6 +25,8 @@ pub(crate) struct Connector {
     /// Where the next attempt starts.
     last: AtomicUsize,
     options: ConnectOptions,
+    /// What `amqps://` connections trust besides the default roots.
+    tls: OwnedTLSConfig,
     current: Mutex<Option<Arc<Connection>>>,
     closed: AtomicBool,
     closing: watch::Sender<bool>,
@@ -38,6 +41,7 @@ impl Connector {
         let connector = Self {
             urls,
             last: AtomicUsize::new(0),
+            tls: tls_config(&options)?,
             options,
             current: Mutex::new(None),
             closed: AtomicBool::new(false),
@@ -85,8 +89,12 @@ impl Connector {
         if let Some(name) = &self.options.name {
             properties = properties.with_connection_name(name.clone().into());
         }
-        let attempt = Connection::connect_uri(url.uri.clone(), properties);
-        match tokio::time::timeout(CONNECT_TIMEOUT, attempt).await {
+        let builder = DefaultConnectionBuilder::new()
+            .map_err(|e| e.to_string())?
+            .with_uri(url.uri.clone())
+            .with_properties(properties)
+            .with_tls_config(self.tls.clone());
+        match tokio::time::timeout(CONNECT_TIMEOUT, builder.connect()).await {
             Ok(Ok(connection)) => Ok(connection),
             Ok(Err(e)) => Err(e.to_string()),
             Err(_) => Err(format!("no answer within {CONNECT_TIMEOUT:?}")),
@@ -149,6 +157,34 @@ impl Connector {
             .await;
         }
     }
+}
+
+/// The CA certificates of the options' `tls_ca_file`s, as one PEM chain.
+#[cfg(feature = "tls")]
+fn tls_config(options: &ConnectOptions) -> Result<OwnedTLSConfig, ConnectError> {
+    let mut chain = String::new();
+    for path in &options.tls_ca_files {
+        let pem = std::fs::read_to_string(path)
+            .map_err(|e| ConnectError::Tls(format!("reading {}: {e}", path.display())))?;
+        if !pem.contains("-----BEGIN CERTIFICATE-----") {
+            return Err(ConnectError::Tls(format!(
+                "{} holds no PEM certificate",
+                path.display()
+            )));
+        }
+        chain.push_str(&pem);
+        chain.push('\n');
+    }
+    Ok(OwnedTLSConfig {
+        identity: None,
+        cert_chain: (!chain.is_empty()).then_some(chain),
+    })
+}
+
+#[cfg(not(feature = "tls"))]
+#[allow(clippy::unnecessary_wraps)]
+fn tls_config(_: &ConnectOptions) -> Result<OwnedTLSConfig, ConnectError> {
+    Ok(OwnedTLSConfig::default())
 }
 
 /// Delays between reconnection attempts: from `min`, doubling up to `max`.

@@ -28,6 +28,8 @@ pub(crate) struct ConsumeSpec {
     pub(crate) prefetch: u16,
     /// The queue counts deliveries in `x-delivery-count`.
     pub(crate) counts: bool,
+    /// Where `RequeueAfter` parks copies, if the subscription delays natively.
+    pub(crate) delayed: Option<crate::acker::Delayed>,
 }
 
 static CONSUMERS: AtomicU64 = AtomicU64::new(0);
@@ -45,7 +47,7 @@ pub(crate) async fn subscribe(
     })?;
     let (tx, mut rx) = mpsc::channel(usize::from(spec.prefetch).clamp(1, 1024));
     let attached = Attached::new();
-    let acker = Arc::new(ChannelAcker::default());
+    let acker = Arc::new(ChannelAcker::new(spec.delayed.clone()));
     let task = tokio::spawn(run(connector, spec, acker, first, tx, attached.clone()));
     let deliveries = futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx));
     Ok((

@@ -15,4 +15,7 @@ pub enum ConnectError {
         /// What lapin said.
         reason: String,
     },
+    /// A TLS setting could not be used (a CA file that does not read).
+    #[error("tls: {0}")]
+    Tls(String),
 }

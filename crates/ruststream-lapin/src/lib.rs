@@ -1,7 +1,8 @@
 //! RabbitMQ adapter for ruststream over AMQP 0-9-1, with the `lapin` client.
 //!
 //! [`LapinBroker::connect`] opens a connection (`amqp://user:pass@host:port/vhost`, the
-//! vhost percent-encoded: `%2f` is `/`) and implements [`ruststream_core::Broker`]: a
+//! vhost percent-encoded: `%2f` is `/`; `amqps://` with the `tls` feature, trusting the
+//! webpki roots and any `ConnectOptions::tls_ca_file`) and implements [`ruststream_core::Broker`]: a
 //! channel per subscription (manual acks, a prefetch), confirm channels for publishing.
 //! When the connection drops, it is opened again with back-off and every subscription
 //! consumes again by itself. RabbitMQ 3.x and 4.x both work.
@@ -24,8 +25,40 @@
 //! | `Requeue` | `basic.nack(requeue=true)` | back to the queue; a quorum queue counts it |
 //! | `Remove` | `basic.ack` | a copy replaced it: an ack does not also dead-letter it |
 //! | abandoned | `basic.nack(requeue=true)` | back now, its prefetch slot free (a quorum queue counts it: 0-9-1 has no uncounted return) |
+//! | `RequeueAfter(d)` | a confirmed copy to the delay queue, then `basic.ack` | the delay queue dead-letters the copy back after `d` |
 //!
-//! `RequeueAfter` is never asked: there is no delayed redelivery, the runtime copies.
+//! # Delayed retries
+//!
+//! `retry_after(d)` is durable on classic and quorum queues: the subscription declares
+//! native delays (`Capabilities::delays`, up to [`MAX_DELAY`]), so the runtime's decision
+//! asks `RequeueAfter(d)`. The adapter publishes a copy of the delivery, with publisher
+//! confirms, to the delay queue `QUEUE.delay.MS`, and acks the original only once the
+//! copy is confirmed (a crash in between leaves a duplicate, never a loss). The delay
+//! queue is a durable classic queue with `x-message-ttl` = `MS`, dead-lettering to the
+//! default exchange keyed to `QUEUE`, and `x-expires` (its TTL + 10 minutes; declared
+//! again when used after a minute): RabbitMQ moves the copy back after the delay even if
+//! the consumer process died. One queue per delay, since RabbitMQ expires messages only
+//! at a queue's head; delays are rounded **up** to two significant digits of milliseconds
+//! (exact under 100 ms, 1234 ms waits 1300 ms: at most 10 % late, never early).
+//!
+//! The copy carries `x-ruststream-retry-count` = the attempt it replaces (on a quorum
+//! queue, the broker's count + 1; its `x-delivery-count` is not carried over), so it
+//! comes back as the next attempt and is counted by that header alone: `max_attempts`
+//! and the dead letter cut in at the same attempt as without a delay.
+//!
+//! Not durable, and why:
+//! * a quorum queue that dead-letters itself: a copy would restart the broker's count,
+//!   which enforces the cap; the runtime holds the original unsettled for the delay and
+//!   then requeues it (a crash returns it at once: early, never lost);
+//! * a stream, a mount with another retry address, a queue the adapter could not read
+//!   (no configure permission), a queue name too long for its delay queues, and a delay
+//!   over [`MAX_DELAY`]: the runtime publishes the copy after the delay, from the process
+//!   (lost if the process stops first);
+//! * a delay queue that cannot be declared or published to at settlement: the original
+//!   is held unsettled for the delay, then requeued (logged; the settlement is an error).
+//!
+//! The delay queues are classic queues: a RabbitMQ node that crashes while moving a copy
+//! back (classic dead-lettering is at most once) can lose it.
 //! AMQP 0-9-1 does not answer acks: a settlement is done (its `Settling` completes)
 //! once its frame is written to the connection. A settlement of a delivery whose channel
 //! is gone is `AckError::Disconnected`: the broker has already put the delivery back.
@@ -136,12 +169,14 @@ mod acker;
 mod address;
 mod connection;
 mod consumer;
+mod delay;
 mod error;
 mod message;
 mod options;
 mod probe;
 mod publisher;
 mod queue;
+mod retry;
 mod settings;
 mod url;
 
@@ -153,13 +188,16 @@ use ruststream_core::{
     SubscribeSpec, Subscription, split_query,
 };
 
+pub use delay::MAX_DELAY;
 pub use error::ConnectError;
 pub use options::{ConnectOptions, MAX_PREFETCH, SubscribeOptions};
 pub use publisher::{LapinPublisher, PUBLISH_CHANNELS};
 pub use queue::QueueType;
 
+use acker::Delayed;
 use connection::Connector;
 use consumer::ConsumeSpec;
+use delay::Delays;
 use probe::{Found, ProbeError};
 use queue::QueueInfo;
 
@@ -174,6 +212,8 @@ const REPLY_QUEUE_EXPIRES_MS: i32 = 600_000;
 pub struct LapinBroker {
     connector: Arc<Connector>,
     publisher: Arc<LapinPublisher>,
+    /// The delay queues `retry_after` parks copies in.
+    delays: Arc<Delays>,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     /// Subscription settings from the URL's query, under every mount's own.
     url_settings: Vec<Setting>,
@@ -196,8 +236,10 @@ impl LapinBroker {
             urls.push(url::BrokerUrl::parse(other)?);
         }
         let connector = Arc::new(Connector::connect(urls, options).await?);
+        let publisher = Arc::new(LapinPublisher::new(connector.clone()));
         Ok(Self {
-            publisher: Arc::new(LapinPublisher::new(connector.clone())),
+            delays: Arc::new(Delays::new(connector.clone(), publisher.clone())),
+            publisher,
             connector,
             tasks: Mutex::new(Vec::new()),
             url_settings,
@@ -225,28 +267,47 @@ impl LapinBroker {
             },
             QueueInfo::facts,
         );
+        let counts = options.counts.unwrap_or(found.counts);
+        let dead_letters = options.dead_letters.unwrap_or(found.dead_letters);
+        let delays = retry::delays(
+            info.as_ref(),
+            dead_letters,
+            &queue,
+            &spec.address,
+            &spec.declaration,
+        );
         let capabilities = Capabilities {
             settles: true,
             requeues: found.requeues,
-            counts: options.counts.unwrap_or(found.counts),
-            delays: false,
-            max_delay: None,
-            dead_letters: options.dead_letters.unwrap_or(found.dead_letters),
+            counts,
+            delays,
+            max_delay: delays.then_some(MAX_DELAY),
+            dead_letters,
         };
         tracing::info!(
             address = %spec.address, kind = ?info.as_ref().map(|q| q.kind.as_str()),
             delivery_limit = ?info.as_ref().and_then(|q| q.delivery_limit),
             counts = capabilities.counts, dead_letters = capabilities.dead_letters,
+            delays = capabilities.delays,
             "lapin: subscribing"
         );
         let prefetch = options
             .prefetch
             .unwrap_or_else(|| u16::try_from(spec.in_flight.max(1)).unwrap_or(MAX_PREFETCH));
+        let delayed = delays.then(|| Delayed {
+            delays: self.delays.clone(),
+            queue: Arc::from(queue.as_str()),
+            count: retry::CopyCount {
+                counts,
+                max_attempts: spec.declaration.max_attempts,
+            },
+        });
         let consume = ConsumeSpec {
             address: spec.address.clone(),
             queue,
             prefetch,
-            counts: capabilities.counts,
+            counts,
+            delayed,
         };
         let (subscription, task) =
             consumer::subscribe(self.connector.clone(), consume, capabilities).await?;

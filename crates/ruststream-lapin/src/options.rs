@@ -99,6 +99,8 @@ pub struct ConnectOptions {
     pub(crate) publish_timeout: Duration,
     pub(crate) name: Option<String>,
     pub(crate) failover: Vec<String>,
+    #[cfg(feature = "tls")]
+    pub(crate) tls_ca_files: Vec<std::path::PathBuf>,
 }
 
 impl Default for ConnectOptions {
@@ -116,6 +118,8 @@ impl ConnectOptions {
             publish_timeout: Duration::from_secs(30),
             name: None,
             failover: Vec::new(),
+            #[cfg(feature = "tls")]
+            tls_ca_files: Vec::new(),
         }
     }
 
@@ -148,6 +152,22 @@ impl ConnectOptions {
     /// The connection name RabbitMQ shows (`connection_name` client property).
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = Some(name.into());
+        self
+    }
+
+    /// For `amqps://` (feature `tls`): also trusts the CA certificates of this PEM file,
+    /// besides the webpki roots. Read when the broker connects: a file that does not
+    /// read is `ConnectError::Tls`.
+    ///
+    /// ```
+    /// use ruststream_lapin::ConnectOptions;
+    ///
+    /// let options = ConnectOptions::new().tls_ca_file("/etc/ssl/private-ca.pem");
+    /// # let _ = options;
+    /// ```
+    #[cfg(feature = "tls")]
+    pub fn tls_ca_file(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.tls_ca_files.push(path.into());
         self
     }
 }

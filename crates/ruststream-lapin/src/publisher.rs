@@ -195,6 +195,26 @@ impl LapinPublisher {
             Ok(t) => t,
             Err(e) => return fail(PublishErrorKind::BadAddress(e.0), message),
         };
+        self.send_to(&target, to, message).await
+    }
+
+    /// Publishes `message` to `target` (`to` names it in errors and logs), confirmed.
+    pub(crate) async fn send_to(
+        &self,
+        target: &Target,
+        to: Address,
+        message: Message,
+    ) -> Result<(), PublishError> {
+        let fail = |kind, message| {
+            Err(PublishError {
+                address: to.to_string(),
+                kind,
+                message,
+            })
+        };
+        if self.connector.is_closed() {
+            return fail(PublishErrorKind::Closed, message);
+        }
         let properties = match message::properties(&message.headers) {
             Ok(p) => p,
             Err(why) => return fail(PublishErrorKind::Refused(why), message),
@@ -202,7 +222,7 @@ impl LapinPublisher {
         let deadline = Instant::now().checked_add(self.connector.options().publish_timeout);
         let mut backoff = self.connector.backoff();
         loop {
-            match self.attempt(&target, &message.payload, &properties).await {
+            match self.attempt(target, &message.payload, &properties).await {
                 Ok(()) => return Ok(()),
                 Err(Failure::Refused(why)) => return fail(PublishErrorKind::Refused(why), message),
                 Err(Failure::Retry(why)) => {

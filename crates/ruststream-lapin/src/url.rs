@@ -11,8 +11,8 @@ pub(crate) struct BrokerUrl {
 }
 
 impl BrokerUrl {
-    /// Reads `url` (without the settings the adapter takes from its query). Only
-    /// `amqp://` is taken: this crate is built without TLS.
+    /// Reads `url` (without the settings the adapter takes from its query): `amqp://`,
+    /// and `amqps://` where the crate is built with the `tls` feature.
     pub(crate) fn parse(url: &str) -> Result<Self, ConnectError> {
         let bad = |why: String| ConnectError::BadUrl(why);
         let Some((scheme, rest)) = url.split_once("://") else {
@@ -22,10 +22,9 @@ impl BrokerUrl {
         };
         match scheme {
             "amqp" => {}
+            "amqps" if cfg!(feature = "tls") => {}
             "amqps" => {
-                return Err(bad(
-                    "amqps:// is not supported by this crate (no TLS)".into()
-                ));
+                return Err(bad("amqps:// needs the crate's `tls` feature".into()));
             }
             other => return Err(bad(format!("scheme {other:?} is not amqp"))),
         }
@@ -37,7 +36,7 @@ impl BrokerUrl {
         let uri: AMQPUri = url
             .parse()
             .map_err(|e: String| bad(format!("{url:?}: {e}")))?;
-        if uri.scheme != AMQPScheme::AMQP {
+        if uri.scheme != AMQPScheme::AMQP && !cfg!(feature = "tls") {
             return Err(bad("only amqp:// is supported".into()));
         }
         Ok(Self { uri })
@@ -74,7 +73,8 @@ mod tests {
         for (url, says) in [
             ("localhost:5672", "not a URL"),
             ("http://h:5672", "not amqp"),
-            ("amqps://h:5671", "no TLS"),
+            #[cfg(not(feature = "tls"))]
+            ("amqps://h:5671", "`tls` feature"),
             ("amqp://", "no host"),
             ("amqp://u:p@:5672/", "no host"),
             ("amqp://h:port/", "h:port"),

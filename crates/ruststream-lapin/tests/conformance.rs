@@ -93,12 +93,15 @@ impl Harness for Lapin {
             Kind::Classic => (false, false),
             Kind::SelfDl => (true, true),
         };
+        // Classic and quorum queues delay through delay queues; a queue that
+        // dead-letters itself keeps the broker's count (the runtime holds the original).
+        let delays = !dead_letters;
         Capabilities {
             settles: true,
             requeues: true,
             counts,
-            delays: false,
-            max_delay: None,
+            delays,
+            max_delay: delays.then_some(ruststream_lapin::MAX_DELAY),
             dead_letters,
         }
     }
