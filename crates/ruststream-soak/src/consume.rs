@@ -13,6 +13,7 @@ use ruststream::core::DEAD_LETTER_ATTEMPT;
 use ruststream::{App, Attempt, Headers, Mount, Outcome, Policy, State, ack, retry, retry_after};
 use serde::{Deserialize, Serialize};
 
+use crate::connect::connect_patiently;
 use crate::form::Form;
 use crate::record::{EventLog, Kind};
 
@@ -138,7 +139,7 @@ pub(crate) async fn run(
     log: &Path,
 ) -> Result<(), Box<dyn std::error::Error>> {
     quiet_planned_panics();
-    let broker = connect_patiently(url).await?;
+    let broker = connect_patiently(url, form).await?;
     let soak = Soak::new(EventLog::create(log)?);
     let app = App::with_broker(broker).name(if dead { "soak-dead" } else { "soak" });
     let app = if dead {
@@ -153,22 +154,4 @@ pub(crate) async fn run(
     .run()
     .await?;
     Ok(())
-}
-
-/// Connects, trying again for up to 60 s (a restarted process may meet its broker down).
-pub(crate) async fn connect_patiently(
-    url: &str,
-) -> Result<Arc<dyn ruststream::core::Broker>, ruststream::ConnectError> {
-    let mut tries = 0;
-    loop {
-        match ruststream::connect(url).await {
-            Ok(broker) => return Ok(broker),
-            Err(error) if tries < 120 => {
-                tries += 1;
-                eprintln!("soak: connect: {error}; trying again");
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-            Err(error) => return Err(error),
-        }
-    }
 }

@@ -2,6 +2,8 @@
 
 use std::str::FromStr;
 
+use crate::form::{Form, Server};
+
 /// One kind of fault per scenario.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Fault {
@@ -13,6 +15,8 @@ pub(crate) enum Fault {
     RedisKill,
     /// RabbitMQ 4 restarted (`scripts/rabbitmq4.sh restart`).
     RabbitRestart,
+    /// The harness's own nats-server (JetStream, its own store) SIGKILLed and restarted.
+    NatsRestart,
     /// Every consumer connection reset by the proxy, every 1–3 s.
     Reset,
     /// Every consumer connection black-holed by the proxy for a while, then resumed.
@@ -20,11 +24,12 @@ pub(crate) enum Fault {
 }
 
 impl Fault {
-    pub(crate) const ALL: [Fault; 6] = [
+    pub(crate) const ALL: [Fault; 7] = [
         Fault::None,
         Fault::Kill,
         Fault::RedisKill,
         Fault::RabbitRestart,
+        Fault::NatsRestart,
         Fault::Reset,
         Fault::BlackHole,
     ];
@@ -35,6 +40,7 @@ impl Fault {
             Fault::Kill => "kill",
             Fault::RedisKill => "redis-kill",
             Fault::RabbitRestart => "rabbit-restart",
+            Fault::NatsRestart => "nats-restart",
             Fault::Reset => "reset",
             Fault::BlackHole => "black-hole",
         }
@@ -50,6 +56,9 @@ impl Fault {
                 "the Redis server SIGKILLed and restarted (its own server, AOF appendfsync always)"
             }
             Fault::RabbitRestart => "RabbitMQ 4 restarted (`scripts/rabbitmq4.sh restart`)",
+            Fault::NatsRestart => {
+                "the NATS server SIGKILLed and restarted (its own nats-server, JetStream store of its own)"
+            }
             Fault::Reset => "every consumer connection reset by a TCP proxy, every 1–3 s",
             Fault::BlackHole => {
                 "every consumer connection black-holed by a TCP proxy (nothing forwarded, nothing closed), then resumed"
@@ -67,8 +76,31 @@ impl Fault {
         match self {
             Fault::None => 0,
             Fault::RabbitRestart | Fault::BlackHole => 1,
-            Fault::RedisKill => 2,
+            Fault::RedisKill | Fault::NatsRestart => 2,
             Fault::Kill | Fault::Reset => 3,
+        }
+    }
+}
+
+impl Fault {
+    /// Why `self` cannot be injected on `form`, if it cannot: a broker fault is of one
+    /// broker, and the memory broker has no connection to cut nor process to kill.
+    pub(crate) fn check(self, form: Form) -> Result<(), String> {
+        let fits = match self {
+            Fault::None => true,
+            Fault::Kill | Fault::Reset | Fault::BlackHole => form.server() != Server::Memory,
+            Fault::RedisKill => form.server() == Server::Redis,
+            Fault::RabbitRestart => form.server().is_rabbit(),
+            Fault::NatsRestart => form.server() == Server::Nats,
+        };
+        if fits {
+            Ok(())
+        } else {
+            Err(format!(
+                "fault {} does not apply to form {}",
+                self.name(),
+                form.name()
+            ))
         }
     }
 }

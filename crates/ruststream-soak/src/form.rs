@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use ruststream::Mount;
 use ruststream_amqp::{QueueType, SubscribeOptions};
+use ruststream_lapin::{QueueType as LapinQueueType, SubscribeOptions as LapinOptions};
 use ruststream_redis::{Claiming, DelayedRetry, ReliableList, Stream};
 
 /// A broker and the form of its subscription.
@@ -24,6 +25,50 @@ pub(crate) enum Form {
     AmqpQuorum,
     /// A RabbitMQ 4 classic queue (AMQP 1.0).
     AmqpClassic,
+    /// A RabbitMQ 4 quorum queue that dead-letters itself, over AMQP 0-9-1 (lapin).
+    LapinQuorum,
+    /// A RabbitMQ 4 classic queue, over AMQP 0-9-1 (lapin).
+    LapinClassic,
+    /// A NATS JetStream durable pull consumer (the stream made from the mount).
+    Nats,
+}
+
+/// The broker a form runs on: where its URL comes from, and how what is left on it is
+/// asked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Server {
+    /// The in-memory broker, in the harness's process.
+    Memory,
+    /// Redis (`RUSTSTREAM_REDIS_URL`).
+    Redis,
+    /// RabbitMQ 4 over AMQP 1.0 (`RUSTSTREAM_AMQP_URL`).
+    Amqp,
+    /// RabbitMQ 4 over AMQP 0-9-1 (`RUSTSTREAM_LAPIN4_URL`).
+    Lapin,
+    /// NATS with JetStream (`RUSTSTREAM_NATS_URL`).
+    Nats,
+}
+
+impl Server {
+    /// The broker's URL: its variable, or the address `scripts/test` runs it on.
+    pub(crate) fn url(self) -> String {
+        let (var, default) = match self {
+            Server::Memory => return "memory://".to_owned(),
+            Server::Redis => ("RUSTSTREAM_REDIS_URL", "redis://127.0.0.1:6379"),
+            Server::Amqp => ("RUSTSTREAM_AMQP_URL", "amqp://guest:guest@127.0.0.1:5673"),
+            Server::Lapin => (
+                "RUSTSTREAM_LAPIN4_URL",
+                "amqp://guest:guest@127.0.0.1:5673/%2f",
+            ),
+            Server::Nats => ("RUSTSTREAM_NATS_URL", "nats://127.0.0.1:4222"),
+        };
+        std::env::var(var).unwrap_or_else(|_| default.to_owned())
+    }
+
+    /// Whether it is the machine's RabbitMQ 4 (`scripts/rabbitmq4.sh`), either protocol.
+    pub(crate) fn is_rabbit(self) -> bool {
+        matches!(self, Server::Amqp | Server::Lapin)
+    }
 }
 
 /// How long an entry of the claiming form stays pending before it is claimed again.
@@ -33,7 +78,7 @@ pub(crate) enum Form {
 pub(crate) const CLAIMING_MIN_IDLE: Duration = Duration::from_secs(2);
 
 impl Form {
-    pub(crate) const ALL: [Form; 7] = [
+    pub(crate) const ALL: [Form; 10] = [
         Form::Memory,
         Form::RedisStream,
         Form::RedisZset,
@@ -41,6 +86,9 @@ impl Form {
         Form::RedisList,
         Form::AmqpQuorum,
         Form::AmqpClassic,
+        Form::LapinQuorum,
+        Form::LapinClassic,
+        Form::Nats,
     ];
 
     pub(crate) fn name(self) -> &'static str {
@@ -52,6 +100,9 @@ impl Form {
             Form::RedisList => "redis-list",
             Form::AmqpQuorum => "amqp-quorum",
             Form::AmqpClassic => "amqp-classic",
+            Form::LapinQuorum => "lapin-quorum",
+            Form::LapinClassic => "lapin-classic",
+            Form::Nats => "nats",
         }
     }
 
@@ -65,34 +116,48 @@ impl Form {
             Form::RedisList => "Redis `ReliableList`",
             Form::AmqpQuorum => "RabbitMQ 4 quorum queue (AMQP 1.0, dead-letters itself)",
             Form::AmqpClassic => "RabbitMQ 4 classic queue (AMQP 1.0)",
+            Form::LapinQuorum => "RabbitMQ 4 quorum queue (AMQP 0-9-1, lapin, dead-letters itself)",
+            Form::LapinClassic => "RabbitMQ 4 classic queue (AMQP 0-9-1, lapin)",
+            Form::Nats => "NATS JetStream (durable pull consumer, `-NAK` with delay)",
         }
     }
 
-    pub(crate) fn is_redis(self) -> bool {
-        matches!(
-            self,
-            Form::RedisStream | Form::RedisZset | Form::RedisClaiming | Form::RedisList
-        )
-    }
-
-    pub(crate) fn is_amqp(self) -> bool {
-        matches!(self, Form::AmqpQuorum | Form::AmqpClassic)
+    /// The broker it runs on.
+    pub(crate) fn server(self) -> Server {
+        match self {
+            Form::Memory => Server::Memory,
+            Form::RedisStream | Form::RedisZset | Form::RedisClaiming | Form::RedisList => {
+                Server::Redis
+            }
+            Form::AmqpQuorum | Form::AmqpClassic => Server::Amqp,
+            Form::LapinQuorum | Form::LapinClassic => Server::Lapin,
+            Form::Nats => Server::Nats,
+        }
     }
 
     /// Whether the broker moves spent messages to the dead letter itself (a quorum queue
-    /// with a delivery limit). Elsewhere, what the broker dead-letters on its own is a
-    /// rejected original (a classic queue declared with a dead-letter exchange rejects the
-    /// original of each `retry_after` copy into it), not a spent message.
+    /// with a delivery limit, on either protocol). Elsewhere, what the broker
+    /// dead-letters on its own is a rejected original (a classic queue declared with a
+    /// dead-letter exchange rejects the original of each `retry_after` copy into it), not
+    /// a spent message. JetStream does not dead-letter: the runtime does.
     pub(crate) fn broker_dead_letters(self) -> bool {
-        self == Form::AmqpQuorum
+        matches!(self, Form::AmqpQuorum | Form::LapinQuorum)
     }
 
     /// Whether `retry_after(50ms)` is a copy held in the consumer's process (lost if the
     /// process is killed before it is published).
+    ///
+    /// Durable elsewhere: `DurableZset` and `Claiming` keep the entry on Redis, JetStream
+    /// naks with the delay, and a quorum queue that dead-letters itself (AMQP 1.0 or
+    /// lapin) holds the delivery unsettled through the delay, then requeues it. The
+    /// lapin classic queue has no delay of its own today (`RequeueAfter` is not among
+    /// lapin's capabilities): the runtime rejects the original and publishes a copy
+    /// from the process after the delay. If lapin gains a durable delay, this is the
+    /// one line to change.
     pub(crate) fn delays_in_process(self) -> bool {
         matches!(
             self,
-            Form::RedisStream | Form::RedisList | Form::AmqpClassic
+            Form::RedisStream | Form::RedisList | Form::AmqpClassic | Form::LapinClassic
         )
     }
 
@@ -107,16 +172,22 @@ impl Form {
             Form::RedisList => mount.option(ReliableList::new()),
             Form::AmqpQuorum => mount.option(SubscribeOptions::new().declare(QueueType::Quorum)),
             Form::AmqpClassic => mount.option(SubscribeOptions::new().declare(QueueType::Classic)),
+            Form::LapinQuorum => mount.option(LapinOptions::new().declare(LapinQueueType::Quorum)),
+            Form::LapinClassic => {
+                mount.option(LapinOptions::new().declare(LapinQueueType::Classic))
+            }
+            Form::Nats => mount,
         }
     }
 
     /// The dead-letter consumer's mount options: a plain stream on Redis, a classic
-    /// queue on AMQP.
+    /// queue on RabbitMQ, the default JetStream consumer (its stream made from the
+    /// mount) on NATS.
     pub(crate) fn configure_dead(self, mount: Mount) -> Mount {
-        if self.is_amqp() {
-            mount.option(SubscribeOptions::new().declare(QueueType::Classic))
-        } else {
-            mount
+        match self.server() {
+            Server::Amqp => mount.option(SubscribeOptions::new().declare(QueueType::Classic)),
+            Server::Lapin => mount.option(LapinOptions::new().declare(LapinQueueType::Classic)),
+            Server::Memory | Server::Redis | Server::Nats => mount,
         }
     }
 }

@@ -11,17 +11,22 @@
 //! ```
 //!
 //! Forms: memory, redis-stream, redis-zset, redis-claiming, redis-list, amqp-quorum,
-//! amqp-classic. Faults: none, kill, redis-kill, rabbit-restart, reset, black-hole.
+//! amqp-classic, lapin-quorum, lapin-classic, nats. Faults: none, kill, redis-kill,
+//! rabbit-restart, nats-restart, reset, black-hole.
 
 mod args;
+mod connect;
 mod consume;
 mod fault;
 mod form;
+mod jetstream;
+mod nats_server;
 mod net;
 mod pending;
 mod produce;
 mod proxy;
 mod record;
+mod restart;
 mod run;
 mod scenario;
 mod server;

@@ -11,7 +11,8 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use crate::consume::{Numbered, connect_patiently};
+use crate::connect::connect_patiently;
+use crate::consume::Numbered;
 use crate::form::Form;
 
 /// What a producer did.
@@ -44,7 +45,7 @@ pub(crate) async fn publisher(
         redis.route(address.to_owned(), Target::List);
         Arc::new(redis)
     } else {
-        connect_patiently(url).await?
+        connect_patiently(url, form).await?
     };
     let publish = broker.publisher();
     Ok((broker, publish))

@@ -10,13 +10,15 @@ use tokio::time::Instant;
 
 use crate::BoxError;
 use crate::fault::Fault;
-use crate::net::{back_up, host_port, via};
-use crate::pending;
+use crate::form::Server;
+use crate::nats_server::NatsServer;
+use crate::net::{host_port, via};
 use crate::proxy::Proxy;
 use crate::record::now_ms;
 use crate::scenario::{Plan, Report, report};
 use crate::server::RedisServer;
 use crate::tally::Logs;
+use crate::{jetstream, pending, restart};
 
 /// A run on a real broker: processes, the fault's machinery, and what happened.
 pub(crate) struct Run<'a> {
@@ -29,6 +31,7 @@ pub(crate) struct Run<'a> {
     consumer_url: String,
     proxy: Option<Proxy>,
     server: Option<RedisServer>,
+    nats: Option<NatsServer>,
     consumers: Vec<Child>,
     dead: Option<Child>,
     kills: Vec<(u32, u64)>,
@@ -45,20 +48,21 @@ impl<'a> Run<'a> {
         address: &'a str,
         dir: &'a Path,
     ) -> Result<Self, BoxError> {
-        let mut server = None;
-        let base = if plan.form.is_redis() {
-            if plan.fault == Fault::RedisKill {
+        let (mut server, mut nats) = (None, None);
+        let base = match plan.fault {
+            Fault::RedisKill => {
                 let own = RedisServer::start(dir.join("redis-data"))?;
                 let url = own.url();
                 server = Some(own);
                 url
-            } else {
-                std::env::var("RUSTSTREAM_REDIS_URL")
-                    .unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
             }
-        } else {
-            std::env::var("RUSTSTREAM_AMQP_URL")
-                .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5673".into())
+            Fault::NatsRestart => {
+                let own = NatsServer::start(dir.join("nats-store"))?;
+                let url = own.url();
+                nats = Some(own);
+                url
+            }
+            _ => plan.form.server().url(),
         };
         let mut proxy = None;
         let mut consumer_url = base.clone();
@@ -75,6 +79,7 @@ impl<'a> Run<'a> {
             consumer_url,
             proxy,
             server,
+            nats,
             consumers: Vec::new(),
             dead: None,
             kills: Vec::new(),
@@ -166,7 +171,7 @@ impl<'a> Run<'a> {
         let (published, failures) = self.faults(&mut producer).await?;
         let produced = t0.elapsed();
         let drained = self.drain(published).await?;
-        let pending = self.pending()?;
+        let pending = self.pending().await?;
         if !drained {
             eprintln!(
                 "soak: {}: not everything settled within {:?}",
@@ -194,7 +199,7 @@ impl<'a> Run<'a> {
             self.plan.form.delays_in_process(),
         );
         if out.tally.lost_other == 0 && pending == 0 {
-            self.clean();
+            self.clean().await;
         } else {
             eprintln!(
                 "soak: {}: keys and queues kept for inspection",
@@ -219,7 +224,9 @@ impl<'a> Run<'a> {
             let wait = match self.plan.fault {
                 Fault::None => Duration::from_secs(3600),
                 Fault::Kill | Fault::Reset => Duration::from_millis(1_000 + self.roll(2_000)),
-                Fault::RedisKill => Duration::from_millis(3_000 + self.roll(2_000)),
+                Fault::RedisKill | Fault::NatsRestart => {
+                    Duration::from_millis(3_000 + self.roll(2_000))
+                }
                 Fault::RabbitRestart => {
                     Duration::from_secs(if self.fault_ends.is_empty() { 2 } else { 20 })
                 }
@@ -278,21 +285,16 @@ impl<'a> Run<'a> {
                 server.restart()?;
                 self.fault_ends.push(now_ms());
             }
+            Fault::NatsRestart => {
+                let server = self.nats.as_mut().ok_or("no server")?;
+                server.kill();
+                tokio::time::sleep(Duration::from_millis(1_000)).await;
+                server.restart()?;
+                self.fault_ends.push(now_ms());
+            }
             Fault::RabbitRestart => {
-                let restart = Command::new("scripts/rabbitmq4.sh")
-                    .arg("restart")
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .status();
-                // The node takes connections again before the script is done (it waits
-                // for the boot and imports definitions): the fault ends when the AMQP
-                // port, gone for the restart, answers again.
-                let (status, back) =
-                    tokio::join!(restart, back_up(host_port(&self.direct).to_owned()));
-                if !status?.success() {
-                    return Err("scripts/rabbitmq4.sh restart failed".into());
-                }
-                self.fault_ends.push(back.unwrap_or_else(now_ms));
+                let back = restart::rabbit(&self.direct).await?;
+                self.fault_ends.push(back);
             }
             Fault::Reset => {
                 if let Some(proxy) = &self.proxy {
@@ -317,7 +319,12 @@ impl<'a> Run<'a> {
     /// drain time is over.
     async fn drain(&self, published: u64) -> Result<bool, BoxError> {
         let deadline = Instant::now() + self.plan.drain;
-        let every = if self.plan.form.is_amqp() { 3 } else { 1 };
+        // rabbitmqctl takes a while to answer.
+        let every = if self.plan.form.server().is_rabbit() {
+            3
+        } else {
+            1
+        };
         let mut quiet_since: Option<Instant> = None;
         while Instant::now() < deadline {
             tokio::time::sleep(Duration::from_secs(every)).await;
@@ -327,7 +334,7 @@ impl<'a> Run<'a> {
                 &[],
                 self.plan.form.delays_in_process(),
             );
-            let settled = tally.lost_other == 0 && self.pending().unwrap_or(1) == 0;
+            let settled = tally.lost_other == 0 && self.pending().await.unwrap_or(1) == 0;
             match (settled, quiet_since) {
                 // Two seconds more, for late duplicates.
                 (true, Some(since)) if since.elapsed() >= Duration::from_secs(2) => {
@@ -350,11 +357,13 @@ impl<'a> Run<'a> {
         })
     }
 
-    fn pending(&self) -> Result<u64, BoxError> {
-        Ok(if self.plan.form.is_amqp() {
-            pending::amqp(self.address)?
-        } else {
-            pending::redis(&self.direct, self.plan.form, self.address)?
+    async fn pending(&self) -> Result<u64, BoxError> {
+        Ok(match self.plan.form.server() {
+            Server::Amqp | Server::Lapin => pending::amqp(self.address)?,
+            Server::Nats => jetstream::pending(&self.direct, self.address).await?,
+            Server::Memory | Server::Redis => {
+                pending::redis(&self.direct, self.plan.form, self.address)?
+            }
         })
     }
 
@@ -380,11 +389,13 @@ impl<'a> Run<'a> {
         }
     }
 
-    fn clean(&self) {
-        let result = if self.plan.form.is_amqp() {
-            pending::amqp_clean(self.address)
-        } else {
-            pending::redis_clean(&self.direct, self.address)
+    async fn clean(&self) {
+        let result = match self.plan.form.server() {
+            Server::Amqp | Server::Lapin => pending::amqp_clean(self.address).map_err(Into::into),
+            Server::Nats => jetstream::clean(&self.direct, self.address).await,
+            Server::Memory | Server::Redis => {
+                pending::redis_clean(&self.direct, self.address).map_err(Into::into)
+            }
         };
         if let Err(error) = result {
             eprintln!("soak: clean-up of {}: {error}", self.address);

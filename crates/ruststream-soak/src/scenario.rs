@@ -62,17 +62,22 @@ impl Report {
 
 /// Runs a scenario and writes `report.json` into its directory.
 pub(crate) async fn run(mut plan: Plan) -> Result<Report, BoxError> {
+    plan.fault.check(plan.form)?;
     if plan.fault == Fault::RabbitRestart {
         // A restart takes RabbitMQ down some 15 s after it is asked for: publish for at
         // least a minute, so that messages still flow when it goes down and comes back.
         plan.rate = plan.rate.min((plan.n / 60).max(1));
     }
+    // Short enough for every broker's messages about it: RabbitMQ's refusal of a
+    // declaration names the queue and its dead letter in at most 255 bytes, and lapin's
+    // probe reads the value from it (the pid and the milliseconds within 1,000 s keep
+    // it unique among the scenarios running at once).
     let name = format!(
         "{}-{}-{}-{}",
         plan.form.name(),
         plan.fault.name(),
         std::process::id(),
-        now_ms()
+        now_ms() % 1_000_000
     );
     let address = format!("soak-{name}");
     let dir = plan.dir.join(&name);
