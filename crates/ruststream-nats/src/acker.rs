@@ -2,6 +2,7 @@
 //! sent as a request (JetStream's "double ack"), so it is done once the server answers.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
@@ -21,7 +22,12 @@ const TERM: &[u8] = b"+TERM";
 pub(crate) const PROGRESS: &[u8] = b"+WPI";
 
 /// The acker of one JetStream subscription, holding the reply subject of every
-/// delivery handed out and not yet settled (by consumer sequence, the tag).
+/// delivery handed out and not yet settled, under a tag of its own.
+///
+/// The tag is a number the acker hands out, never the consumer sequence: a server
+/// restarted from its store can deliver again under consumer sequences it had already
+/// used (a SIGKILLed nats-server 2.9 came back eleven sequences behind), and two
+/// deliveries under one key would settle each other's messages.
 pub(crate) struct JsAcker {
     client: Client,
     link: watch::Receiver<Link>,
@@ -32,6 +38,8 @@ pub(crate) struct JsAcker {
     /// to it again, and they would wait out `ack_wait`).
     parked: Mutex<Parking>,
     held: Mutex<HashMap<u64, Held>>,
+    /// The next delivery's tag.
+    next: AtomicU64,
 }
 
 /// Where abandoned deliveries go: given back at once (`Open`: the pump pulls;
@@ -60,17 +68,20 @@ impl JsAcker {
             broker: Arc::downgrade(broker),
             parked: Mutex::new(Parking::Open),
             held: Mutex::new(HashMap::new()),
+            next: AtomicU64::new(1),
         }
     }
 
-    /// Records a delivery handed out.
-    pub(crate) fn hold(&self, seq: u64, stream_seq: u64, reply: Subject) {
+    /// Records a delivery handed out: the tag it is settled by.
+    pub(crate) fn hold(&self, stream_seq: u64, reply: Subject) -> u64 {
         let held = Held {
             reply,
             stream_seq,
             since: Instant::now(),
         };
-        self.lock().insert(seq, held);
+        let tag = self.next.fetch_add(1, Ordering::Relaxed);
+        self.lock().insert(tag, held);
+        tag
     }
 
     /// Whether the delivery of stream message `stream_seq` is held.

@@ -124,11 +124,9 @@ impl Pump {
             };
             tracing::warn!(%stream, seq, why = %unreadable.why,
                 "nats: a stored message the client cannot read: handed over with a defect");
-            // A tag no consumer sequence reaches, for an acknowledgement subject made
-            // for the stream sequence.
-            let tag = u64::MAX - seq;
+            // Settled through an acknowledgement subject made for the stream sequence.
             let reply = Subject::from(ack_subject(&stream, &consumer, seq));
-            self.acker.hold(tag, seq, reply);
+            let tag = self.acker.hold(seq, reply);
             let delivery = Delivery::new(
                 unreadable.payload,
                 Headers::new(),

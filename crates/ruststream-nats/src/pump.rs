@@ -100,8 +100,8 @@ impl Pump {
         wildcard: bool,
         acker: &Arc<dyn Acker>,
     ) -> Option<Item> {
-        let (seq, stream_seq, delivered) = match message.info() {
-            Ok(info) => (info.consumer_sequence, info.stream_sequence, info.delivered),
+        let (stream_seq, delivered) = match message.info() {
+            Ok(info) => (info.stream_sequence, info.delivered),
             Err(error) => {
                 return Some(Err(ConsumeError(format!(
                     "nats: a message on {} without JetStream metadata: {error}",
@@ -111,7 +111,7 @@ impl Pump {
         };
         let message = message.message;
         let reply = message.reply?;
-        self.acker.hold(seq, stream_seq, reply);
+        let tag = self.acker.hold(stream_seq, reply);
         let address = if wildcard {
             Address::new(message.subject.as_str())
         } else {
@@ -121,7 +121,7 @@ impl Pump {
             message.payload,
             headers::from_nats(message.headers.as_ref()),
             address,
-            Tag::Seq(seq),
+            Tag::Seq(tag),
             acker.clone(),
         )
         .with_broker_attempt(u32::try_from(delivered).unwrap_or(u32::MAX));
