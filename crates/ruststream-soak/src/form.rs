@@ -148,16 +148,14 @@ impl Form {
     /// process is killed before it is published).
     ///
     /// Durable elsewhere: `DurableZset` and `Claiming` keep the entry on Redis, JetStream
-    /// naks with the delay, and a quorum queue that dead-letters itself (AMQP 1.0 or
-    /// lapin) holds the delivery unsettled through the delay, then requeues it. The
-    /// lapin classic queue has no delay of its own today (`RequeueAfter` is not among
-    /// lapin's capabilities): the runtime rejects the original and publishes a copy
-    /// from the process after the delay. If lapin gains a durable delay, this is the
-    /// one line to change.
+    /// naks with the delay, a quorum queue that dead-letters itself (AMQP 1.0 or lapin)
+    /// holds the delivery unsettled through the delay, then requeues it, and lapin's
+    /// classic queue sends a confirmed copy to a delay queue (`QUEUE.delay.MS`) that
+    /// dead-letters it back.
     pub(crate) fn delays_in_process(self) -> bool {
         matches!(
             self,
-            Form::RedisStream | Form::RedisList | Form::AmqpClassic | Form::LapinClassic
+            Form::RedisStream | Form::RedisList | Form::AmqpClassic
         )
     }
 
