@@ -9,7 +9,7 @@ use std::time::Duration;
 use async_nats::jetstream::{self, stream};
 use ruststream_core::{Broker, Inspect, InspectError, Message, REPLAYED_AT, Settlement, Waiting};
 use ruststream_nats::{JetStream, NatsBroker};
-use support::{broker, client, delete_streams, next, publish, subscribe, unique};
+use support::{broker, client, delete_streams, next, publish, raw_hpub, subscribe, unique};
 
 /// Deletes the test's streams when the test ends, passed or failed.
 struct Streams(String);
@@ -156,6 +156,47 @@ async fn a_replay_copy_survives_the_removal_of_its_original() {
     assert_eq!(payloads(&left), ["dead 1"]);
     assert_ne!(left[0].id, all[0].id);
     assert_eq!(left[0].message.headers.get_str(REPLAYED_AT), Some("1"));
+    broker.close().await;
+}
+
+/// Headers come in their stored order, and a message whose header block the client
+/// cannot read (not UTF-8) is browsed with a defect saying why, not an error.
+#[tokio::test]
+async fn stored_headers_are_read_as_stored() {
+    let name = unique("inspect-headers");
+    let _clean = Streams(name.clone());
+    let subject = format!("{name}.dead");
+    stream(&name, &[format!("{name}.>")]).await;
+    raw_hpub(
+        &subject,
+        b"NATS/1.0\r\nz: 1\r\na: 2\r\nm: 3\r\n\r\n",
+        b"ordered",
+    );
+    raw_hpub(
+        &subject,
+        b"NATS/1.0\r\nX-Bad: \xff\xfe\r\n\r\n",
+        b"unreadable",
+    );
+    let broker = broker().await;
+    let address = subject.as_str().into();
+    for _ in 0..5 {
+        let all = inspect(&broker).browse(&address, 10).await.expect("browse");
+        assert_eq!(payloads(&all), ["ordered", "unreadable"]);
+        let names: Vec<&str> = all[0]
+            .message
+            .headers
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .collect();
+        assert_eq!(names, ["z", "a", "m"]);
+        assert_eq!(all[0].defect, None);
+        let defect = all[1].defect.as_deref().unwrap_or_default();
+        assert!(defect.contains("not UTF-8"), "{defect:?}");
+    }
+    assert_eq!(
+        inspect(&broker).remove(&address, &["2".to_owned()]).await,
+        Ok(1)
+    );
     broker.close().await;
 }
 
