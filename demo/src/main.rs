@@ -10,6 +10,8 @@
 //! cargo run -p demo                      # on the in-memory broker
 //! cargo run -p demo -- --broker redis://127.0.0.1:6379
 //! cargo run -p demo -- --broker amqp://guest:guest@127.0.0.1:5673
+//! cargo run -p demo -- --broker 'amqp091://guest:guest@127.0.0.1:5672/%2f?declare=classic'
+//! cargo run -p demo -- --broker nats://127.0.0.1:4222
 //! RUSTSTREAM_BROKER_URL=redis://127.0.0.1:6379 cargo run -p demo
 //! cargo run -p demo -- --broker redis://127.0.0.1:6379 dead-letters list demo.orders.dead
 //! cargo run -p demo -- asyncapi --format yaml   # its AsyncAPI 3.0 document
@@ -104,7 +106,9 @@ fn describe(plan: &Plan) -> String {
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    // Logs go to stderr: stdout is the commands' output (a list, a document).
     tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
         )

@@ -133,6 +133,17 @@
 //! `connection_timeout`, `frame_max`, `channel_max`, `auth_mechanism`) stay with lapin.
 //! A key not among them or a value that does not read is an error naming it.
 //!
+//! # Dead-letter tools
+//!
+//! The broker offers [`Inspect`] (the command line's `dead-letters` tools) on
+//! **classic** queues: a browse gets the queue's messages with `basic.get`, holds
+//! them unacknowledged, then gives them all back with one `basic.nack(requeue)`; a
+//! classic queue puts each back where it was and counts nothing. Removing acknowledges
+//! the messages asked for. Ids are a digest of payload and headers. A quorum queue is
+//! refused: over AMQP 0-9-1 each message returned counts as a delivery (up to RabbitMQ
+//! 4.2), so browsing would spend attempts and, at the delivery limit, drop messages;
+//! `ruststream-amqp` browses quorum queues on RabbitMQ 4 without counting.
+//!
 //! # Reconnection
 //!
 //! A connection or channel error ends the subscription's consumer; the adapter opens a
@@ -171,6 +182,7 @@ mod connection;
 mod consumer;
 mod delay;
 mod error;
+mod inspect;
 mod message;
 mod options;
 mod probe;
@@ -184,7 +196,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use ruststream_core::{
-    Address, BoxFuture, Broker, Capabilities, Publish, Replies, Setting, SubscribeError,
+    Address, BoxFuture, Broker, Capabilities, Inspect, Publish, Replies, Setting, SubscribeError,
     SubscribeSpec, Subscription, split_query,
 };
 
@@ -443,6 +455,11 @@ impl Broker for LapinBroker {
                 subscription,
             })
         })
+    }
+
+    /// Classic queues, browsed by `basic.get` and returned (see "Dead-letter tools").
+    fn inspect(&self) -> Option<&dyn Inspect> {
+        Some(self)
     }
 
     fn close(&self) -> BoxFuture<'_, ()> {

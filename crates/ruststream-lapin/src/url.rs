@@ -15,9 +15,10 @@ impl BrokerUrl {
     /// and `amqps://` where the crate is built with the `tls` feature.
     pub(crate) fn parse(url: &str) -> Result<Self, ConnectError> {
         let bad = |why: String| ConnectError::BadUrl(why);
+        let shown = redact(url);
         let Some((scheme, rest)) = url.split_once("://") else {
             return Err(bad(format!(
-                "{url:?} is not a URL (amqp://user:pass@host:port/vhost)"
+                "{shown:?} is not a URL (amqp://user:pass@host:port/vhost)"
             )));
         };
         match scheme {
@@ -31,11 +32,11 @@ impl BrokerUrl {
         let authority = rest.split(['/', '?']).next().unwrap_or_default();
         let host = authority.rsplit('@').next().unwrap_or_default();
         if host.is_empty() || host.starts_with(':') {
-            return Err(bad(format!("{url:?} has no host")));
+            return Err(bad(format!("{shown:?} has no host")));
         }
         let uri: AMQPUri = url
             .parse()
-            .map_err(|e: String| bad(format!("{url:?}: {e}")))?;
+            .map_err(|e: String| bad(format!("{shown:?}: {}", e.replace(url, &shown))))?;
         if uri.scheme != AMQPScheme::AMQP && !cfg!(feature = "tls") {
             return Err(bad("only amqp:// is supported".into()));
         }
@@ -48,6 +49,22 @@ impl BrokerUrl {
             "{}:{}/{}",
             self.uri.authority.host, self.uri.authority.port, self.uri.vhost
         )
+    }
+}
+
+/// `url` with the password of its user information, if any, as `***`.
+fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    match authority.rsplit_once('@') {
+        Some((user_info, host)) => {
+            let user = user_info.split(':').next().unwrap_or_default();
+            format!("{scheme}://{user}:***@{host}{tail}")
+        }
+        None => url.to_owned(),
     }
 }
 
@@ -78,8 +95,11 @@ mod tests {
             ("amqp://", "no host"),
             ("amqp://u:p@:5672/", "no host"),
             ("amqp://h:port/", "h:port"),
+            ("amqp://u:secret@/%2f", "\"amqp://u:***@/%2f\" has no host"),
+            ("amqp://u:secret@h:port/", "u:***@h:port"),
         ] {
             let error = BrokerUrl::parse(url).expect_err(url).to_string();
+            assert!(!error.contains("secret"), "{url}: {error}");
             assert!(error.starts_with("bad url: "), "{url}: {error}");
             assert!(error.contains(says), "{url}: {error}");
         }

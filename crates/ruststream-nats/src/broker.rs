@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use async_nats::jetstream;
 use ruststream_core::{
-    Address, BoxFuture, Broker, Capabilities, Publish, Replies, SubscribeError, SubscribeSpec,
-    Subscription,
+    Address, BoxFuture, Broker, Capabilities, Inspect, Publish, Replies, SubscribeError,
+    SubscribeSpec, Subscription,
 };
 use tokio::task::JoinHandle;
 
@@ -182,6 +182,11 @@ impl Broker for NatsBroker {
             }
             let _ = tokio::time::timeout(CLOSE_WAIT, self.inner.client.drain()).await;
         })
+    }
+
+    /// Subjects a JetStream stream holds, read by stream sequence (see the crate docs).
+    fn inspect(&self) -> Option<&dyn Inspect> {
+        Some(self)
     }
 
     fn facts(&self, spec: &SubscribeSpec) -> Option<Capabilities> {

@@ -37,6 +37,13 @@
 //! # }
 //! ```
 //!
+//! The broker offers [`Inspect`](ruststream_core::Inspect) (the command line's
+//! `dead-letters` tools) on subjects a JetStream stream holds: a browse reads the
+//! stream's stored messages for the subject by stream sequence (`STREAM.MSG.GET`, no
+//! consumer involved: nothing is delivered or counted), ids are stream sequences, and
+//! removing deletes by sequence (`STREAM.MSG.DELETE`). A stream with limits retention
+//! keeps acknowledged messages too, so those are listed until its limits remove them.
+//!
 //! See `docs/nats.md` for the forms, the settings and what happens on a reconnect.
 
 mod acker;
@@ -44,6 +51,7 @@ mod broker;
 mod core;
 mod error;
 mod headers;
+mod inspect;
 mod jetstream;
 mod link;
 mod names;

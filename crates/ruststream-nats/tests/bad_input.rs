@@ -4,14 +4,13 @@
 
 mod support;
 
-use std::io::{Read, Write};
 use std::time::Duration;
 
 use ruststream_core::{
     Broker, HeaderValue, Message, PublishErrorKind, Settlement, SubscribeError, SubscribeSpec,
 };
 use ruststream_nats::{ConnectError, Core, JetStream, NatsBroker};
-use support::{broker, publish, subscribe, try_next, unique};
+use support::{broker, publish, raw_hpub, subscribe, try_next, unique};
 
 #[tokio::test]
 async fn bad_urls_are_clear_errors() {
@@ -105,34 +104,6 @@ async fn unpublishable_messages_come_back_with_a_reason() {
         .expect_err("a binary header");
     assert!(error.to_string().contains("not UTF-8"), "{error}");
     assert_eq!(error.message.headers.len(), 1);
-}
-
-/// Publishes `payload` with a raw header block on `subject`, over a socket of its own.
-fn raw_hpub(subject: &str, header: &[u8], payload: &[u8]) {
-    let address = support::url().trim_start_matches("nats://").to_owned();
-    let mut socket = std::net::TcpStream::connect(&address).expect("connect raw");
-    socket
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .expect("timeout");
-    let mut info = [0u8; 4096];
-    let _ = socket.read(&mut info).expect("INFO");
-    let mut frame = b"CONNECT {\"headers\":true,\"verbose\":false,\"pedantic\":false}\r\n".to_vec();
-    frame.extend(
-        format!(
-            "HPUB {subject} {} {}\r\n",
-            header.len(),
-            header.len() + payload.len()
-        )
-        .bytes(),
-    );
-    frame.extend(header);
-    frame.extend(payload);
-    frame.extend(b"\r\nPING\r\n");
-    socket.write_all(&frame).expect("write");
-    let mut answer = [0u8; 256];
-    let n = socket.read(&mut answer).expect("PONG");
-    let answer = String::from_utf8_lossy(&answer[..n]);
-    assert!(answer.contains("PONG"), "the server answered {answer:?}");
 }
 
 /// A stored message whose header block is not UTF-8: async-nats cannot read it and drops

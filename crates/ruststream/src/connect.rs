@@ -10,19 +10,22 @@ use ruststream_core::Broker;
 pub enum ConnectError {
     /// The URL's scheme is not one of a broker.
     #[error(
-        "unknown broker url scheme {scheme:?}: use memory://, redis://, rediss://, redis-cluster://, amqp:// or amqps://"
+        "unknown broker url scheme {scheme:?}: use memory://, redis://, rediss://, redis-cluster://, \
+         rediss-cluster://, amqp://, amqps://, amqp091://, nats:// or tls://"
     )]
     UnknownScheme {
         /// The scheme found (empty where the URL has none).
         scheme: String,
     },
     /// The scheme's adapter is not built in: enable the named feature of `ruststream`.
-    #[error("{scheme}:// needs the `{feature}` feature of ruststream")]
+    #[error("{scheme}:// needs the `{feature}` feature of ruststream{hint}")]
     MissingFeature {
         /// The URL's scheme.
         scheme: String,
         /// The feature that builds its adapter in.
         feature: &'static str,
+        /// What else may be meant (empty, or starting with `; `).
+        hint: &'static str,
     },
     /// The adapter could not connect (the URL is shown without its password).
     #[error("{url}: {reason}")]
@@ -36,8 +39,15 @@ pub enum ConnectError {
 
 /// Opens the broker a URL names: `memory://` (the in-memory broker, feature `memory`),
 /// `redis://`, `rediss://`, `redis-cluster://`, `rediss-cluster://` (feature `redis`;
-/// TLS needs `redis-tls`), `amqp://`, `amqps://` (feature `amqp`; TLS needs
-/// `amqp-tls`).
+/// TLS needs `redis-tls`), `amqp://`, `amqps://` (AMQP 1.0, feature `amqp`; TLS needs
+/// `amqp-tls`), `amqp091://` (RabbitMQ over AMQP 0-9-1, feature `lapin`; the adapter
+/// gets the URL as `amqp://`), `nats://`, `tls://`, `nats+tls://` (NATS, feature
+/// `nats`; `nats+tls://` is given to the adapter as `tls://`).
+///
+/// `amqp://` stays AMQP 1.0 whatever features are on, so that enabling one never changes
+/// what a URL opens; AMQP 0-9-1 has a scheme of its own. `amqps091://` is refused: the
+/// AMQP 0-9-1 adapter has no TLS. The URL's query is the adapter's settings, as each
+/// adapter reads them (the NATS and memory brokers read none: a query key is an error).
 ///
 /// The broker comes back type-erased, as [`App::with_broker`](crate::App::with_broker)
 /// takes it; a service that uses one adapter only can still call that adapter's own
@@ -62,6 +72,14 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Broker>, ConnectError> {
         "memory" => memory(url, &scheme),
         "redis" | "rediss" | "redis-cluster" | "rediss-cluster" => redis(url, &scheme).await,
         "amqp" | "amqps" => amqp(url, &scheme).await,
+        "amqp091" => lapin(url, &scheme).await,
+        "amqps091" => Err(ConnectError::Broker {
+            url: redact(url),
+            reason: "amqps091:// is not supported: the AMQP 0-9-1 adapter has no TLS \
+                     (use amqp091://, or amqps:// for AMQP 1.0)"
+                .into(),
+        }),
+        "nats" | "tls" | "nats+tls" => nats(url, &scheme).await,
         _ => Err(ConnectError::UnknownScheme { scheme }),
     }
 }
@@ -104,7 +122,58 @@ async fn amqp(url: &str, _: &str) -> Result<Arc<dyn Broker>, ConnectError> {
 
 #[cfg(not(feature = "amqp"))]
 async fn amqp(_: &str, scheme: &str) -> Result<Arc<dyn Broker>, ConnectError> {
-    Err(missing(scheme, "amqp"))
+    let mut error = missing(scheme, "amqp");
+    if cfg!(feature = "lapin")
+        && let ConnectError::MissingFeature { hint, .. } = &mut error
+    {
+        *hint = "; for RabbitMQ over AMQP 0-9-1 (the `lapin` feature) write amqp091://";
+    }
+    Err(error)
+}
+
+#[cfg(feature = "lapin")]
+async fn lapin(url: &str, _: &str) -> Result<Arc<dyn Broker>, ConnectError> {
+    // `amqp091://` is ruststream's name for it; lapin reads `amqp://`.
+    let rest = url.split_once("://").map_or("", |(_, rest)| rest);
+    match ruststream_lapin::LapinBroker::connect(&format!("amqp://{rest}")).await {
+        Ok(broker) => Ok(Arc::new(broker)),
+        Err(error) => Err(failed(url, &error)),
+    }
+}
+
+#[cfg(not(feature = "lapin"))]
+async fn lapin(_: &str, scheme: &str) -> Result<Arc<dyn Broker>, ConnectError> {
+    Err(missing(scheme, "lapin"))
+}
+
+#[cfg(feature = "nats")]
+async fn nats(url: &str, scheme: &str) -> Result<Arc<dyn Broker>, ConnectError> {
+    // The NATS broker reads no settings: a query is meant for another broker.
+    let (_, settings) = ruststream_core::split_query(url, |_| false);
+    if let Some(setting) = settings.first() {
+        return Err(failed(url, &setting.unknown("nats", &[])));
+    }
+    // `nats+tls://` is ruststream's other name for the client's `tls://`.
+    let servers = if scheme == "nats+tls" {
+        url.split(',')
+            .map(|one| match one.trim().split_once("://") {
+                Some((s, rest)) if s.eq_ignore_ascii_case("nats+tls") => format!("tls://{rest}"),
+                _ => one.to_owned(),
+            })
+            .collect::<Vec<_>>()
+            .join(",")
+    } else {
+        url.to_owned()
+    };
+    match ruststream_nats::NatsBroker::connect(&servers).await {
+        Ok(broker) => Ok(Arc::new(broker)),
+        Err(error) => Err(failed(url, &error)),
+    }
+}
+
+#[cfg(not(feature = "nats"))]
+async fn nats(_: &str, scheme: &str) -> Result<Arc<dyn Broker>, ConnectError> {
+    Err(missing(scheme, "nats"))
 }
 
 #[allow(dead_code)] // not with every feature
@@ -112,6 +181,7 @@ fn missing(scheme: &str, feature: &'static str) -> ConnectError {
     ConnectError::MissingFeature {
         scheme: scheme.to_owned(),
         feature,
+        hint: "",
     }
 }
 
@@ -159,7 +229,21 @@ mod tests {
     #[tokio::test]
     async fn unknown_schemes_are_named() {
         match connect("kafka://h:9092").await {
-            Err(ConnectError::UnknownScheme { scheme }) => assert_eq!(scheme, "kafka"),
+            Err(error @ ConnectError::UnknownScheme { .. }) => {
+                let text = error.to_string();
+                for scheme in [
+                    "memory://",
+                    "redis-cluster://",
+                    "amqps://",
+                    "amqp091://",
+                    "nats://",
+                ] {
+                    assert!(text.contains(scheme), "{text}");
+                }
+                assert!(
+                    matches!(error, ConnectError::UnknownScheme { scheme } if scheme == "kafka")
+                );
+            }
             Err(other) => panic!("{other}"),
             Ok(_) => panic!("connected to kafka"),
         }
@@ -182,6 +266,57 @@ mod tests {
             error.to_string(),
             "memory://?form=list: bad option: setting form=\"list\" (url): unknown key for \
              the memory broker (it reads no settings)"
+        );
+    }
+
+    #[tokio::test]
+    async fn amqps091_is_refused_for_want_of_tls() {
+        let error = connect("amqps091://guest:secret@h:5671/%2f")
+            .await
+            .err()
+            .expect("no TLS");
+        assert_eq!(
+            error.to_string(),
+            "amqps091://guest:***@h:5671/%2f: amqps091:// is not supported: the AMQP 0-9-1 \
+             adapter has no TLS (use amqp091://, or amqps:// for AMQP 1.0)"
+        );
+    }
+
+    #[cfg(all(feature = "lapin", not(feature = "amqp")))]
+    #[tokio::test]
+    async fn amqp_without_its_feature_points_to_amqp091() {
+        let error = connect("amqp://guest:guest@127.0.0.1:5672")
+            .await
+            .err()
+            .expect("no amqp");
+        assert_eq!(
+            error.to_string(),
+            "amqp:// needs the `amqp` feature of ruststream; for RabbitMQ over AMQP 0-9-1 \
+             (the `lapin` feature) write amqp091://"
+        );
+    }
+
+    #[cfg(not(feature = "nats"))]
+    #[tokio::test]
+    async fn nats_without_its_feature_is_named() {
+        for url in ["nats://127.0.0.1:4222", "tls://h:4222", "nats+tls://h:4222"] {
+            let error = connect(url).await.err().expect("no nats");
+            assert!(
+                error
+                    .to_string()
+                    .ends_with("needs the `nats` feature of ruststream"),
+                "{error}"
+            );
+        }
+    }
+
+    #[cfg(not(feature = "lapin"))]
+    #[tokio::test]
+    async fn amqp091_without_its_feature_is_named() {
+        let error = connect("amqp091://h").await.err().expect("no lapin");
+        assert_eq!(
+            error.to_string(),
+            "amqp091:// needs the `lapin` feature of ruststream"
         );
     }
 

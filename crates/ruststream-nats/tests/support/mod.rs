@@ -123,3 +123,31 @@ pub async fn publish(broker: &NatsBroker, subject: &str, message: Message) {
         panic!("publish to {subject}: {error}");
     }
 }
+
+/// Publishes `payload` with a raw header block on `subject`, over a socket of its own.
+pub fn raw_hpub(subject: &str, header: &[u8], payload: &[u8]) {
+    let address = url().trim_start_matches("nats://").to_owned();
+    let mut socket = std::net::TcpStream::connect(&address).expect("connect raw");
+    socket
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let mut info = [0u8; 4096];
+    let _ = std::io::Read::read(&mut socket, &mut info).expect("INFO");
+    let mut frame = b"CONNECT {\"headers\":true,\"verbose\":false,\"pedantic\":false}\r\n".to_vec();
+    frame.extend(
+        format!(
+            "HPUB {subject} {} {}\r\n",
+            header.len(),
+            header.len() + payload.len()
+        )
+        .bytes(),
+    );
+    frame.extend(header);
+    frame.extend(payload);
+    frame.extend(b"\r\nPING\r\n");
+    std::io::Write::write_all(&mut socket, &frame).expect("write");
+    let mut answer = [0u8; 256];
+    let n = std::io::Read::read(&mut socket, &mut answer).expect("PONG");
+    let answer = String::from_utf8_lossy(&answer[..n]);
+    assert!(answer.contains("PONG"), "the server answered {answer:?}");
+}

@@ -232,7 +232,10 @@ impl Cli {
                         "note: memory:// holds only this process's messages; point --broker (or RUSTSTREAM_BROKER_URL) at the service's broker"
                     );
                 }
-                let mut out = std::io::stdout().lock();
+                // Not locked across the awaits: a broker's client logging to stdout from
+                // another thread (lapin does, on a channel the broker closed) would wait
+                // on the lock for ever, and the command with it.
+                let mut out = std::io::stdout();
                 dead_letters::run(broker.as_ref(), command, &mut out).await
             }
             #[cfg(feature = "asyncapi")]

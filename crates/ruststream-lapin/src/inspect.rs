@@ -1,0 +1,249 @@
+//! Browsing a classic queue and taking single messages out of it (the dead-letter
+//! tools), on RabbitMQ 3.x and 4.x.
+//!
+//! AMQP 0-9-1 has no browse, so browsing **gets and returns**: on a channel of its own,
+//! `basic.get` without auto-ack, one message at a time, holding each unacknowledged
+//! (a message held is not got again), until the queue has none left or `max` are held;
+//! then one `basic.nack` (`multiple`, `requeue`) gives them all back and the channel
+//! closes. A classic queue puts a returned message back where it was and counts
+//! nothing (it only marks it `redelivered`), so the queue is as it was: same order,
+//! same attempts (`tests/inspect.rs` checks both, on RabbitMQ 3.10 and 4). At most as
+//! many are got as the queue held at the first `basic.get`: messages published
+//! meanwhile are left alone. While a browse holds them, the messages are not given to
+//! the queue's consumers.
+//!
+//! Removing does the same and acknowledges (`basic.ack`) the messages whose ids were
+//! asked, returning the rest; it stops as soon as every id asked for is found. A
+//! message has no id on the wire that the broker keeps for it, so its id is a digest
+//! (FNV-1a, 64 bits, as 16 hex digits) of its payload and headers: stable while it
+//! waits, shared by byte-identical messages.
+//!
+//! Only **classic** queues are browsed. A quorum queue counts every returned message
+//! as a delivery (`x-delivery-count`, up to RabbitMQ 4.2: AMQP 0-9-1 has no uncounted
+//! return), so a browse would spend its messages' attempts and, at the queue's delivery
+//! limit (20 by default on RabbitMQ 4), drop or dead-letter them: it is
+//! [`InspectError::Unsupported`], naming the AMQP 1.0 adapter (`ruststream-amqp`, on
+//! RabbitMQ 4), which browses quorum queues without counting. A stream (read from an
+//! offset, never consumed), an exchange address, a missing queue and a queue whose
+//! type cannot be found out (no configure permission: see the crate docs, "Queues")
+//! are [`InspectError::Unsupported`] too.
+
+use std::collections::HashMap;
+
+use lapin::options::{BasicAckOptions, BasicGetOptions, BasicNackOptions};
+use lapin::{Channel, Connection};
+use ruststream_core::{Address, BoxFuture, Inspect, InspectError, Message, Waiting};
+
+use crate::LapinBroker;
+use crate::probe::{self, Found, ProbeError};
+
+fn failed(what: impl std::fmt::Display) -> InspectError {
+    InspectError::Broker(what.to_string())
+}
+
+/// The id of a message: FNV-1a over its payload and headers.
+pub(crate) fn digest(message: &Message) -> String {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let mut hash = OFFSET;
+    let mut eat = |bytes: &[u8]| {
+        for b in bytes.iter().chain(&[0xff]) {
+            hash ^= u64::from(*b);
+            hash = hash.wrapping_mul(PRIME);
+        }
+    };
+    eat(&message.payload);
+    for (name, value) in message.headers.iter() {
+        eat(name.as_str().as_bytes());
+        eat(value.as_bytes());
+    }
+    format!("{hash:016x}")
+}
+
+impl LapinBroker {
+    /// The queue `address` names, checked to be a classic queue that exists.
+    async fn browsable(
+        &self,
+        connection: &Connection,
+        address: &Address,
+    ) -> Result<String, InspectError> {
+        let unsupported = |reason: String| InspectError::Unsupported {
+            address: address.to_string(),
+            reason,
+        };
+        let queue = crate::address::queue(address.as_str())
+            .map_err(|e| unsupported(format!("only queues can be browsed ({e})")))?;
+        let found = probe::describe(connection, &queue)
+            .await
+            .map_err(|e| match e {
+                ProbeError::Connection(why) | ProbeError::Refused(why) => {
+                    failed(format!("queue {queue}: {why}"))
+                }
+            })?;
+        match found {
+            Found::Queue(info) if info.kind == "classic" => Ok(queue),
+            Found::Queue(info) if info.kind == "quorum" => Err(unsupported(format!(
+                "{queue} is a quorum queue: over AMQP 0-9-1 every message browsed would count \
+                 as a delivery (x-delivery-count, its delivery limit); browse it with the \
+                 AMQP 1.0 adapter (amqp://) on RabbitMQ 4"
+            ))),
+            Found::Queue(info) => Err(unsupported(format!(
+                "{queue} is a {} queue: only classic queues are browsed over AMQP 0-9-1",
+                info.kind
+            ))),
+            Found::Missing => Err(unsupported(format!("queue {queue} does not exist"))),
+            Found::Unreadable(why) => Err(unsupported(format!(
+                "cannot tell what queue {queue} is ({why}): only classic queues are browsed"
+            ))),
+        }
+    }
+
+    /// Gets the queue's messages one by one (at most as many as it held at the first
+    /// get), hands each to `keep` (which says whether to acknowledge it), and stops
+    /// once `done` says so or the queue has no more; then returns every message held.
+    async fn sweep(
+        &self,
+        address: &Address,
+        mut keep: impl FnMut(Waiting) -> bool + Send,
+        done: impl Fn() -> bool + Send,
+    ) -> Result<(), InspectError> {
+        let connection = self.connector.connection().await.map_err(failed)?;
+        let queue = self.browsable(&connection, address).await?;
+        if done() {
+            return Ok(());
+        }
+        let channel = connection.create_channel().await.map_err(failed)?;
+        let result = get_all(&channel, &queue, &mut keep, &done).await;
+        // Every message still held goes back where it was, at once; closing the channel
+        // would return them too, should the nack not get there.
+        let returned = match result {
+            Ok(Some(last)) => channel
+                .basic_nack(
+                    last,
+                    BasicNackOptions {
+                        multiple: true,
+                        requeue: true,
+                    },
+                )
+                .await
+                .map_err(failed),
+            Ok(None) | Err(_) => Ok(()),
+        };
+        let closed = channel.close(200, "inspected".into()).await.map_err(failed);
+        result.and(returned).and(closed).map(drop)
+    }
+}
+
+/// The `basic.get` loop of [`LapinBroker::sweep`]: the tag of the last message got and
+/// held (to return all held at once), if any.
+async fn get_all(
+    channel: &Channel,
+    queue: &str,
+    keep: &mut (impl FnMut(Waiting) -> bool + Send),
+    done: &(impl Fn() -> bool + Send),
+) -> Result<Option<u64>, InspectError> {
+    let mut last_held = None;
+    let mut left: Option<u64> = None;
+    while left != Some(0) && !done() {
+        let got = channel
+            .basic_get(queue.into(), BasicGetOptions { no_ack: false })
+            .await
+            .map_err(|e| failed(format!("basic.get from {queue}: {e}")))?;
+        let Some(got) = got else { break };
+        // The count the first get saw bounds the sweep: what comes after is new.
+        let remaining = u64::from(got.message_count);
+        left = Some(left.map_or(remaining, |n| n.saturating_sub(1)));
+        let delivery = got.delivery;
+        let (headers, _) = crate::message::headers(&delivery.properties);
+        let message = Message {
+            payload: delivery.data.into(),
+            headers,
+        };
+        let tag = delivery.delivery_tag;
+        if keep(Waiting::new(digest(&message), message)) {
+            channel
+                .basic_ack(tag, BasicAckOptions { multiple: false })
+                .await
+                .map_err(|e| failed(format!("basic.ack on {queue}: {e}")))?;
+        } else {
+            last_held = Some(tag);
+        }
+    }
+    Ok(last_held)
+}
+
+impl Inspect for LapinBroker {
+    fn browse(
+        &self,
+        address: &Address,
+        max: usize,
+    ) -> BoxFuture<'_, Result<Vec<Waiting>, InspectError>> {
+        let address = address.clone();
+        Box::pin(async move {
+            let seen = std::sync::Mutex::new(Vec::new());
+            let full = || seen.lock().map_or(true, |s| s.len() >= max);
+            self.sweep(
+                &address,
+                |waiting| {
+                    if let Ok(mut seen) = seen.lock() {
+                        seen.push(waiting);
+                    }
+                    false
+                },
+                full,
+            )
+            .await?;
+            Ok(seen.into_inner().unwrap_or_default())
+        })
+    }
+
+    fn remove<'a>(
+        &'a self,
+        address: &'a Address,
+        ids: &'a [String],
+    ) -> BoxFuture<'a, Result<usize, InspectError>> {
+        Box::pin(async move {
+            let mut wanted: HashMap<&str, usize> = HashMap::new();
+            for id in ids {
+                *wanted.entry(id.as_str()).or_default() += 1;
+            }
+            let left = std::sync::atomic::AtomicUsize::new(ids.len());
+            let mut removed = 0;
+            self.sweep(
+                address,
+                |waiting| match wanted.get_mut(waiting.id.as_str()) {
+                    Some(n) if *n > 0 => {
+                        *n -= 1;
+                        removed += 1;
+                        left.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+                        true
+                    }
+                    _ => false,
+                },
+                || left.load(std::sync::atomic::Ordering::Relaxed) == 0,
+            )
+            .await?;
+            Ok(removed)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digests_tell_payloads_and_headers_apart() {
+        let a = Message::new("ab").with_header("k", "v");
+        assert_eq!(digest(&a), digest(&a.clone()));
+        assert_eq!(digest(&a).len(), 16);
+        assert_ne!(
+            digest(&a),
+            digest(&Message::new("ab").with_header("k", "w"))
+        );
+        assert_ne!(
+            digest(&a),
+            digest(&Message::new("abk").with_header("", "v"))
+        );
+    }
+}
