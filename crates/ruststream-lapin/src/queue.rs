@@ -129,7 +129,10 @@ pub(crate) fn delivery_limit(max_attempts: u32) -> i64 {
     i64::from(max_attempts) - 1
 }
 
-/// The arguments a declaration gives a new queue of `kind`.
+/// The arguments a declaration gives a new queue of `kind`. Only a quorum queue gets the
+/// mount's dead letter as its dead-letter exchange (it dead-letters itself at the cap);
+/// a classic queue gets none: the runtime dead-letters for it, and an exchange would
+/// also take every message a handler drops (`drop` rejects: no dead letter gets it).
 pub(crate) fn arguments(kind: QueueType, declaration: &Declaration) -> Result<FieldTable, String> {
     let mut args = FieldTable::default();
     let text = |s: &str| AMQPValue::LongString(LongString::from(s.as_bytes().to_vec()));
@@ -142,19 +145,21 @@ pub(crate) fn arguments(kind: QueueType, declaration: &Declaration) -> Result<Fi
             AMQPValue::LongLongInt(delivery_limit(n.get())),
         );
     }
-    if let Some(dead) = &declaration.dead_letter {
+    if let Some(dead) = declaration
+        .dead_letter
+        .as_ref()
+        .filter(|_| kind == QueueType::Quorum)
+    {
         let (exchange, key) = dead_letter_target(dead)
             .ok_or_else(|| format!("dead letter {dead} is not a queue or an exchange"))?;
         args.insert("x-dead-letter-exchange".into(), text(&exchange));
         if let Some(key) = key {
             args.insert("x-dead-letter-routing-key".into(), text(&key));
         }
-        if kind == QueueType::Quorum {
-            // Dead-letter without loss: the queue keeps a message until the dead-letter
-            // queue has it (at-least-once needs reject-publish overflow).
-            args.insert("x-dead-letter-strategy".into(), text("at-least-once"));
-            args.insert("x-overflow".into(), text("reject-publish"));
-        }
+        // Dead-letter without loss: the queue keeps a message until the dead-letter
+        // queue has it (at-least-once needs reject-publish overflow).
+        args.insert("x-dead-letter-strategy".into(), text("at-least-once"));
+        args.insert("x-overflow".into(), text("reject-publish"));
     }
     Ok(args)
 }
@@ -196,7 +201,16 @@ pub(crate) fn check(
             ));
         }
     }
-    let Some(dead) = declaration.dead_letter.as_ref().filter(|_| strict) else {
+    // The dead-letter target must agree where the broker dead-letters: a queue that does
+    // it itself, or a quorum queue the mount declared (a declared classic queue has no
+    // dead-letter exchange: the runtime dead-letters for it).
+    let broker_dead_letters =
+        info.dead_letters_itself() || declared.is_some_and(|kind| kind == QueueType::Quorum);
+    let Some(dead) = declaration
+        .dead_letter
+        .as_ref()
+        .filter(|_| broker_dead_letters)
+    else {
         return Ok(());
     };
     let differs = |has: &str| Err(format!("dead-letters to {has}, dead_letter is {dead}"));
@@ -314,5 +328,13 @@ mod tests {
         );
         let classic = arguments(QueueType::Classic, &Declaration::default()).expect("ok");
         assert_eq!(QueueInfo::from_arguments(&classic).kind, "classic");
+        // A declared classic queue gets no dead-letter exchange, and passes the check.
+        let classic = arguments(QueueType::Classic, &declared(3, Some("dead"))).expect("ok");
+        let info = QueueInfo::from_arguments(&classic);
+        assert_eq!(info.dlx, None);
+        assert_eq!(
+            check(&info, &declared(3, Some("dead")), Some(QueueType::Classic)),
+            Ok(())
+        );
     }
 }

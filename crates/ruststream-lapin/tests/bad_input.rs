@@ -4,10 +4,14 @@
 mod support;
 
 use std::num::NonZeroU32;
+use std::time::Duration;
 
-use ruststream_core::{Address, Broker, Setting, SubscribeError, SubscribeSpec};
+use futures_util::StreamExt;
+use ruststream_core::{
+    Address, Broker, Message, Setting, Settlement, SubscribeError, SubscribeSpec,
+};
 use ruststream_lapin::{ConnectError, LapinBroker, QueueType, SubscribeOptions};
-use support::{QueueSpec, Rabbit, broker, declare, unique};
+use support::{QueueSpec, Rabbit, broker, declare, unique, waiting};
 
 #[tokio::test]
 async fn bad_urls_are_errors() {
@@ -124,6 +128,41 @@ async fn declare_makes_a_queue_that_dead_letters_itself(rabbit: Rabbit) {
     support::delete(rabbit, &queue).await;
 }
 
+/// A declared classic queue gets no dead-letter exchange: the runtime dead-letters for it
+/// (at the cap), and an exchange would also take what a handler drops (`Reject`).
+async fn a_declared_classic_queue_has_no_dead_letter_exchange(rabbit: Rabbit) {
+    let broker = broker(rabbit).await;
+    let (queue, dead) = (unique("declared-classic"), unique("declared-classic-dead"));
+    declare(rabbit, &[(dead.clone(), QueueSpec::classic())]);
+    let mut spec = SubscribeSpec::new(queue.as_str());
+    spec.declaration.max_attempts = NonZeroU32::new(4);
+    spec.declaration.dead_letter = Some(Address::from(dead.as_str()));
+    spec.options
+        .insert(SubscribeOptions::new().declare(QueueType::Classic));
+    let mut sub = broker.subscribe(spec).await.expect("declared");
+    assert!(!sub.capabilities.dead_letters && !sub.capabilities.counts);
+    broker
+        .publisher()
+        .publish(queue.as_str().into(), Message::new("dropped"))
+        .await
+        .expect("sent");
+    let d = tokio::time::timeout(Duration::from_secs(10), sub.deliveries.next())
+        .await
+        .expect("a delivery within 10 s")
+        .expect("open")
+        .expect("ok");
+    d.settle(Settlement::Reject).await.expect("rejected");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        waiting(rabbit, &dead).await,
+        0,
+        "{rabbit:?}: a dropped message was dead-lettered"
+    );
+    assert_eq!(waiting(rabbit, &queue).await, 0);
+    broker.close().await;
+    support::delete(rabbit, &queue).await;
+}
+
 macro_rules! on_both {
     ($($name:ident),*) => {
         mod rabbitmq3 {
@@ -137,7 +176,8 @@ macro_rules! on_both {
 
 on_both!(
     subscribe_refusals,
-    declare_makes_a_queue_that_dead_letters_itself
+    declare_makes_a_queue_that_dead_letters_itself,
+    a_declared_classic_queue_has_no_dead_letter_exchange
 );
 
 #[tokio::test]
