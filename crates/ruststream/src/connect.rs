@@ -40,13 +40,12 @@ pub enum ConnectError {
 /// Opens the broker a URL names: `memory://` (the in-memory broker, feature `memory`),
 /// `redis://`, `rediss://`, `redis-cluster://`, `rediss-cluster://` (feature `redis`;
 /// TLS needs `redis-tls`), `amqp://`, `amqps://` (AMQP 1.0, feature `amqp`; TLS needs
-/// `amqp-tls`), `amqp091://` (RabbitMQ over AMQP 0-9-1, feature `lapin`; the adapter
-/// gets the URL as `amqp://`), `nats://`, `tls://`, `nats+tls://` (NATS, feature
+/// `amqp-tls`), `amqp091://`, `amqps091://` (RabbitMQ over AMQP 0-9-1, feature `lapin`;
+/// TLS needs `lapin-tls`; the adapter gets the URL as `amqp://` or `amqps://`), `nats://`, `tls://`, `nats+tls://` (NATS, feature
 /// `nats`; `nats+tls://` is given to the adapter as `tls://`).
 ///
 /// `amqp://` stays AMQP 1.0 whatever features are on, so that enabling one never changes
-/// what a URL opens; AMQP 0-9-1 has a scheme of its own. `amqps091://` is refused: the
-/// AMQP 0-9-1 adapter has no TLS. The URL's query is the adapter's settings, as each
+/// what a URL opens; AMQP 0-9-1 has schemes of its own. The URL's query is the adapter's settings, as each
 /// adapter reads them (the NATS and memory brokers read none: a query key is an error).
 ///
 /// The broker comes back type-erased, as [`App::with_broker`](crate::App::with_broker)
@@ -72,13 +71,7 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Broker>, ConnectError> {
         "memory" => memory(url, &scheme),
         "redis" | "rediss" | "redis-cluster" | "rediss-cluster" => redis(url, &scheme).await,
         "amqp" | "amqps" => amqp(url, &scheme).await,
-        "amqp091" => lapin(url, &scheme).await,
-        "amqps091" => Err(ConnectError::Broker {
-            url: redact(url),
-            reason: "amqps091:// is not supported: the AMQP 0-9-1 adapter has no TLS \
-                     (use amqp091://, or amqps:// for AMQP 1.0)"
-                .into(),
-        }),
+        "amqp091" | "amqps091" => lapin(url, &scheme).await,
         "nats" | "tls" | "nats+tls" => nats(url, &scheme).await,
         _ => Err(ConnectError::UnknownScheme { scheme }),
     }
@@ -132,10 +125,15 @@ async fn amqp(_: &str, scheme: &str) -> Result<Arc<dyn Broker>, ConnectError> {
 }
 
 #[cfg(feature = "lapin")]
-async fn lapin(url: &str, _: &str) -> Result<Arc<dyn Broker>, ConnectError> {
-    // `amqp091://` is ruststream's name for it; lapin reads `amqp://`.
+async fn lapin(url: &str, scheme: &str) -> Result<Arc<dyn Broker>, ConnectError> {
+    let tls = scheme == "amqps091";
+    if tls && !cfg!(feature = "lapin-tls") {
+        return Err(missing(scheme, "lapin-tls"));
+    }
+    // `amqp091://` and `amqps091://` are ruststream's names; lapin reads `amqp(s)://`.
     let rest = url.split_once("://").map_or("", |(_, rest)| rest);
-    match ruststream_lapin::LapinBroker::connect(&format!("amqp://{rest}")).await {
+    let lapin_scheme = if tls { "amqps" } else { "amqp" };
+    match ruststream_lapin::LapinBroker::connect(&format!("{lapin_scheme}://{rest}")).await {
         Ok(broker) => Ok(Arc::new(broker)),
         Err(error) => Err(failed(url, &error)),
     }
@@ -143,7 +141,14 @@ async fn lapin(url: &str, _: &str) -> Result<Arc<dyn Broker>, ConnectError> {
 
 #[cfg(not(feature = "lapin"))]
 async fn lapin(_: &str, scheme: &str) -> Result<Arc<dyn Broker>, ConnectError> {
-    Err(missing(scheme, "lapin"))
+    Err(missing(
+        scheme,
+        if scheme == "amqps091" {
+            "lapin-tls"
+        } else {
+            "lapin"
+        },
+    ))
 }
 
 #[cfg(feature = "nats")]
@@ -269,16 +274,16 @@ mod tests {
         );
     }
 
+    #[cfg(not(feature = "lapin-tls"))]
     #[tokio::test]
-    async fn amqps091_is_refused_for_want_of_tls() {
+    async fn amqps091_without_its_feature_names_it() {
         let error = connect("amqps091://guest:secret@h:5671/%2f")
             .await
             .err()
             .expect("no TLS");
         assert_eq!(
             error.to_string(),
-            "amqps091://guest:***@h:5671/%2f: amqps091:// is not supported: the AMQP 0-9-1 \
-             adapter has no TLS (use amqp091://, or amqps:// for AMQP 1.0)"
+            "amqps091:// needs the `lapin-tls` feature of ruststream"
         );
     }
 

@@ -14,7 +14,7 @@ pub(crate) fn server(url: &str) -> Result<Value, AsyncApiError> {
     };
     let (scheme, rest) = url
         .split_once("://")
-        .ok_or_else(|| bad("no scheme (memory://, redis://, amqp://…)"))?;
+        .ok_or_else(|| bad("no scheme (memory://, redis://, amqp://, amqp091://, nats://…)"))?;
     let scheme = scheme.to_ascii_lowercase();
     let (protocol, version, what) = match scheme.as_str() {
         "memory" => ("memory", None, "the in-memory broker (one process)"),
@@ -22,7 +22,17 @@ pub(crate) fn server(url: &str) -> Result<Value, AsyncApiError> {
         "rediss" | "rediss-cluster" => ("rediss", None, "Redis over TLS"),
         "amqp" => ("amqp", Some("1.0"), "AMQP 1.0 (RabbitMQ 4)"),
         "amqps" => ("amqps", Some("1.0"), "AMQP 1.0 over TLS (RabbitMQ 4)"),
+        "amqp091" => ("amqp", Some("0.9.1"), "RabbitMQ over AMQP 0-9-1"),
+        "amqps091" => ("amqps", Some("0.9.1"), "RabbitMQ over AMQP 0-9-1 with TLS"),
+        "nats" => ("nats", None, "NATS"),
+        "tls" | "nats+tls" => ("nats", None, "NATS over TLS"),
         _ => return Err(bad("unknown scheme")),
+    };
+    // A NATS URL may list several servers (`nats://a:4222,nats://b:4222`): the first.
+    let rest = if protocol == "nats" {
+        rest.split(',').next().unwrap_or_default()
+    } else {
+        rest
     };
     let without_query = rest.split(['?', '#']).next().unwrap_or_default();
     let (authority, path) = match without_query.find('/') {
@@ -87,6 +97,22 @@ mod tests {
         assert_eq!(s["host"], "a:7001");
         assert_eq!(s["x-ruststream-cluster-nodes"], json!(["b:7002", "c:7003"]));
         assert!(!s.to_string().contains("pw"));
+    }
+
+    #[test]
+    fn amqp_0_9_1_and_nats() {
+        let s = server("amqp091://guest:secret@rabbit:5672/%2f").expect("described");
+        assert_eq!(s["protocol"], "amqp");
+        assert_eq!(s["protocolVersion"], "0.9.1");
+        assert_eq!(s["host"], "rabbit:5672");
+        assert_eq!(s["x-ruststream-url"], "amqp091://guest:***@rabbit:5672/%2f");
+        let s = server("nats://a:4222,nats://b:4222").expect("described");
+        assert_eq!(s["protocol"], "nats");
+        assert_eq!(s["host"], "a:4222");
+        assert_eq!(
+            server("nats+tls://a:4222").expect("described")["description"],
+            "NATS over TLS"
+        );
     }
 
     #[test]
