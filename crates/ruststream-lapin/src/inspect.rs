@@ -73,7 +73,7 @@ impl LapinBroker {
         };
         let queue = crate::address::queue(address.as_str())
             .map_err(|e| unsupported(format!("only queues can be browsed ({e})")))?;
-        let found = probe::describe(connection, &queue)
+        let found = probe::describe(connection, &queue, &[])
             .await
             .map_err(|e| match e {
                 ProbeError::Connection(why) | ProbeError::Refused(why) => {

@@ -343,7 +343,8 @@ impl LapinBroker {
             .connection()
             .await
             .map_err(SubscribeError::Disconnected)?;
-        let found = probe::describe(&connection, queue)
+        let hints = queue::hints(&spec.declaration);
+        let found = probe::describe(&connection, queue, &hints)
             .await
             .map_err(|e| match e {
                 ProbeError::Connection(why) => SubscribeError::Disconnected(why),

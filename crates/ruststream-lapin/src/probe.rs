@@ -12,6 +12,12 @@
 //! key, lengths, TTLs). Policies are not arguments and stay unseen. A user without the
 //! configure permission on the queue cannot probe it (`ACCESS_REFUSED`): what it is stays
 //! unknown.
+//!
+//! A refusal's text is at most 255 bytes, and RabbitMQ cuts a longer one: with a long
+//! queue name and a long dead-letter key, the current value loses its end. Such a value
+//! is taken from the caller's hints (the dead-letter exchange and key the mount
+//! declares) when one begins with what is left, and the next declaration checks it: a
+//! wrong guess is refused again and the queue stays unreadable.
 
 use lapin::options::QueueDeclareOptions;
 use lapin::types::{AMQPValue, FieldTable, LongString};
@@ -43,8 +49,13 @@ pub(crate) enum ProbeError {
     Refused(String),
 }
 
-/// Finds out what `queue` is.
-pub(crate) async fn describe(connection: &Connection, queue: &str) -> Result<Found, ProbeError> {
+/// Finds out what `queue` is; `hints` are values some arguments may have (argument name,
+/// value), for a refusal cut short.
+pub(crate) async fn describe(
+    connection: &Connection,
+    queue: &str,
+    hints: &[(&str, AMQPValue)],
+) -> Result<Found, ProbeError> {
     let channel = open(connection).await?;
     let passive = QueueDeclareOptions {
         passive: true,
@@ -64,6 +75,8 @@ pub(crate) async fn describe(connection: &Connection, queue: &str) -> Result<Fou
     let mut flags = QueueDeclareOptions::durable();
     let mut args = FieldTable::default();
     args.insert("x-queue-type".into(), text("quorum"));
+    // The hints declared so far (each is tried once).
+    let mut tried: Vec<(&str, AMQPValue)> = vec![("x-queue-type", text("quorum"))];
     for _ in 0..TRIES {
         let channel = open(connection).await?;
         let error = match channel
@@ -87,6 +100,22 @@ pub(crate) async fn describe(connection: &Connection, queue: &str) -> Result<Fou
         let Some((key, current)) = inequivalent(&message) else {
             return Ok(Found::Unreadable(message));
         };
+        if let Current::Cut(start) = current {
+            // A value cut short: a hint that begins with what is left and was not tried.
+            let hint = hints.iter().find(|(name, value)| {
+                *name == key
+                    && begins(value, start)
+                    && !tried.iter().any(|(k, v)| k == name && v == value)
+            });
+            let Some((name, value)) = hint else {
+                return Ok(Found::Unreadable(format!(
+                    "{message} (cut short by the broker, and no hint fits)"
+                )));
+            };
+            tried.push((name, value.clone()));
+            args.insert((*name).into(), value.clone());
+            continue;
+        }
         let learned = match key {
             "durable" => current.flag().map(|b| flags.durable = b),
             "auto_delete" => current.flag().map(|b| flags.auto_delete = b),
@@ -117,6 +146,14 @@ pub(crate) async fn describe(connection: &Connection, queue: &str) -> Result<Fou
     )))
 }
 
+/// Whether `value`, as RabbitMQ writes it, begins with `start`.
+fn begins(value: &AMQPValue, start: &str) -> bool {
+    match value {
+        AMQPValue::LongString(s) => s.as_bytes().starts_with(start.as_bytes()),
+        other => integer(other).is_some_and(|n| n.to_string().starts_with(start)),
+    }
+}
+
 async fn open(connection: &Connection) -> Result<lapin::Channel, ProbeError> {
     connection
         .create_channel()
@@ -145,6 +182,9 @@ pub(crate) enum Current<'a> {
     Typed(&'a str, &'a str),
     /// `'V'`: of the type that was sent.
     Bare(&'a str),
+    /// Cut short (the refusal was longer than 255 bytes): what is left of the value, or
+    /// nothing.
+    Cut(&'a str),
 }
 
 impl Current<'_> {
@@ -166,7 +206,7 @@ impl Current<'_> {
                 "long" | "signedint" | "short" | "byte" | "unsignedbyte" | "unsignedshort"
                 | "unsignedint",
             ) => AMQPValue::LongLongInt(v.parse().ok()?),
-            Current::Typed(..) => return None,
+            Current::Typed(..) | Current::Cut(_) => return None,
             Current::Bare(v) => match sent? {
                 AMQPValue::LongString(_) | AMQPValue::ShortString(_) => text(v),
                 AMQPValue::Boolean(_) => AMQPValue::Boolean(v.parse().ok()?),
@@ -181,13 +221,25 @@ impl Current<'_> {
 pub(crate) fn inequivalent(message: &str) -> Option<(&str, Current<'_>)> {
     let rest = &message[message.find("inequivalent arg '")? + "inequivalent arg '".len()..];
     let (key, rest) = rest.split_once("' for ")?;
-    let (_, current) = rest.rsplit_once(" but current is ")?;
+    // RabbitMQ ends a refusal it cut at 255 bytes with `...`.
+    let cut = rest.trim_end().ends_with("...");
+    let Some((_, current)) = rest.rsplit_once(" but current is ") else {
+        return cut.then_some((key, Current::Cut("")));
+    };
     let current = current.trim_end();
+    if let Some(start) = current.strip_suffix("...") {
+        return Some((
+            key,
+            Current::Cut(start.strip_prefix("the value '").unwrap_or("")),
+        ));
+    }
     let value = if current == "none" {
         Current::None
     } else if let Some(typed) = current.strip_prefix("the value '") {
-        let (value, kind) = typed.rsplit_once("' of type '")?;
-        Current::Typed(value, kind.strip_suffix('\'')?)
+        match typed.rsplit_once("' of type '") {
+            Some((value, kind)) => Current::Typed(value, kind.strip_suffix('\'')?),
+            None => Current::Cut(typed),
+        }
     } else {
         Current::Bare(current.strip_prefix('\'')?.strip_suffix('\'')?)
     };
@@ -236,6 +288,21 @@ mod tests {
             );
         }
         assert_eq!(inequivalent("NOT_FOUND - no queue 'q'"), None);
+        for (tail, left) in [
+            ("received none but current is the value 'q-dea...", "q-dea"),
+            ("received none but current is the v...", ""),
+            ("received no...", ""),
+        ] {
+            let cut = format!(
+                "{PREFIX}inequivalent arg 'x-dead-letter-routing-key' for queue 'q' in vhost \
+                 '/': {tail}"
+            );
+            assert_eq!(
+                inequivalent(&cut),
+                Some(("x-dead-letter-routing-key", Current::Cut(left))),
+                "{tail}"
+            );
+        }
     }
 
     #[test]

@@ -124,6 +124,36 @@ pub(crate) fn dead_letter_target(dead: &Address) -> Option<(String, Option<Strin
     Some((String::new(), Some(queue)))
 }
 
+/// The values a queue made for `declaration` may have (those this adapter declares, the
+/// queue types): the probe's guesses for a refusal RabbitMQ cut short.
+pub(crate) fn hints(declaration: &Declaration) -> Vec<(&'static str, AMQPValue)> {
+    let text = |s: &str| AMQPValue::LongString(LongString::from(s.as_bytes().to_vec()));
+    let mut hints = vec![
+        ("x-queue-type", text("quorum")),
+        ("x-queue-type", text("classic")),
+        ("x-queue-type", text("stream")),
+        ("x-dead-letter-strategy", text("at-least-once")),
+        ("x-overflow", text("reject-publish")),
+    ];
+    if let Some(n) = declaration.max_attempts {
+        hints.push((
+            "x-delivery-limit",
+            AMQPValue::LongLongInt(delivery_limit(n.get())),
+        ));
+    }
+    if let Some((exchange, key)) = declaration
+        .dead_letter
+        .as_ref()
+        .and_then(dead_letter_target)
+    {
+        hints.push(("x-dead-letter-exchange", text(&exchange)));
+        if let Some(key) = key {
+            hints.push(("x-dead-letter-routing-key", text(&key)));
+        }
+    }
+    hints
+}
+
 /// `x-delivery-limit` for a cap of `max_attempts`.
 pub(crate) fn delivery_limit(max_attempts: u32) -> i64 {
     i64::from(max_attempts) - 1

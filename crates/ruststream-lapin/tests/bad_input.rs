@@ -128,6 +128,38 @@ async fn declare_makes_a_queue_that_dead_letters_itself(rabbit: Rabbit) {
     support::delete(rabbit, &queue).await;
 }
 
+/// A queue whose name and dead letter are long is found out again: RabbitMQ cuts the
+/// refusal that names its dead-letter key (255 bytes at most), and the probe takes the
+/// value from the mount's dead letter, which RabbitMQ then confirms.
+async fn a_long_named_queue_is_found_out_again(rabbit: Rabbit) {
+    let broker = broker(rabbit).await;
+    let long = "x".repeat(100);
+    let (queue, dead) = (unique(&format!("q{long}")), unique(&format!("d{long}")));
+    declare(rabbit, &[(dead.clone(), QueueSpec::classic())]);
+    let spec = |declare: bool| {
+        let mut spec = SubscribeSpec::new(queue.as_str());
+        spec.declaration.max_attempts = NonZeroU32::new(4);
+        spec.declaration.dead_letter = Some(Address::from(dead.as_str()));
+        if declare {
+            spec.options
+                .insert(SubscribeOptions::new().declare(QueueType::Quorum));
+        }
+        spec
+    };
+    let sub = broker.subscribe(spec(true)).await.expect("declared");
+    assert!(sub.capabilities.dead_letters);
+    drop(sub);
+    // Found out again, by a mount that does not declare it.
+    let sub = broker
+        .subscribe(spec(false))
+        .await
+        .unwrap_or_else(|e| panic!("{rabbit:?}: found again: {e}"));
+    assert!(sub.capabilities.dead_letters && sub.capabilities.counts);
+    drop(sub);
+    broker.close().await;
+    support::delete(rabbit, &queue).await;
+}
+
 /// A declared classic queue gets no dead-letter exchange: the runtime dead-letters for it
 /// (at the cap), and an exchange would also take what a handler drops (`Reject`).
 async fn a_declared_classic_queue_has_no_dead_letter_exchange(rabbit: Rabbit) {
@@ -177,7 +209,8 @@ macro_rules! on_both {
 on_both!(
     subscribe_refusals,
     declare_makes_a_queue_that_dead_letters_itself,
-    a_declared_classic_queue_has_no_dead_letter_exchange
+    a_declared_classic_queue_has_no_dead_letter_exchange,
+    a_long_named_queue_is_found_out_again
 );
 
 #[tokio::test]
