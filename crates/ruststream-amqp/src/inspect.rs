@@ -28,7 +28,6 @@
 //! broker without the management node (the message count is needed to know when to
 //! stop). A queue that does not exist is [`InspectError::Unsupported`] too, named.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use fe2o3_amqp::link::Receiver;
@@ -37,7 +36,9 @@ use fe2o3_amqp::link::receiver::CreditMode;
 use fe2o3_amqp_types::definitions::{ReceiverSettleMode, SenderSettleMode};
 use fe2o3_amqp_types::messaging::Body;
 use fe2o3_amqp_types::primitives::Value;
-use ruststream_core::{Address, BoxFuture, Inspect, InspectError, Message, Waiting};
+use ruststream_core::{
+    Address, BoxFuture, Inspect, InspectError, Message, Waiting, Wanted, content_id,
+};
 
 use crate::AmqpBroker;
 use crate::address::amqp_address;
@@ -61,25 +62,6 @@ fn queue_name(address: &Address) -> Result<String, InspectError> {
             address: address.to_string(),
             reason: "only queues (NAME or /queues/NAME) can be browsed".into(),
         })
-}
-
-/// The id of a received message: FNV-1a over its payload and headers.
-pub(crate) fn digest(message: &Message) -> String {
-    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-    const PRIME: u64 = 0x0000_0100_0000_01b3;
-    let mut hash = OFFSET;
-    let mut eat = |bytes: &[u8]| {
-        for b in bytes.iter().chain(&[0xff]) {
-            hash ^= u64::from(*b);
-            hash = hash.wrapping_mul(PRIME);
-        }
-    };
-    eat(&message.payload);
-    for (name, value) in message.headers.iter() {
-        eat(name.as_str().as_bytes());
-        eat(value.as_bytes());
-    }
-    format!("{hash:016x}")
 }
 
 fn failed(what: impl std::fmt::Display) -> InspectError {
@@ -181,7 +163,7 @@ impl AmqpBroker {
                     headers: decoded.headers,
                 };
                 let waiting = Waiting {
-                    id: digest(&message),
+                    id: content_id(&message),
                     message,
                     defect: decoded.defect,
                 };
@@ -242,28 +224,15 @@ impl Inspect for AmqpBroker {
         ids: &'a [String],
     ) -> BoxFuture<'a, Result<usize, InspectError>> {
         Box::pin(async move {
-            let mut wanted: HashMap<&str, usize> = HashMap::new();
-            for id in ids {
-                *wanted.entry(id.as_str()).or_default() += 1;
-            }
-            let left = std::sync::atomic::AtomicUsize::new(ids.len());
-            let mut removed = 0;
+            let wanted = Wanted::new(ids);
             self.sweep(
                 address,
                 u64::MAX,
-                |waiting| match wanted.get_mut(waiting.id.as_str()) {
-                    Some(n) if *n > 0 => {
-                        *n -= 1;
-                        removed += 1;
-                        left.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-                        true
-                    }
-                    _ => false,
-                },
-                || left.load(std::sync::atomic::Ordering::Relaxed) == 0,
+                |waiting| wanted.take(&waiting.id),
+                || wanted.is_done(),
             )
             .await?;
-            Ok(removed)
+            Ok(wanted.taken())
         })
     }
 }
@@ -271,22 +240,6 @@ impl Inspect for AmqpBroker {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn digests_tell_payloads_and_headers_apart() {
-        let a = Message::new("ab").with_header("k", "v");
-        assert_eq!(digest(&a), digest(&a.clone()));
-        assert_eq!(digest(&a).len(), 16);
-        assert_ne!(
-            digest(&a),
-            digest(&Message::new("ab").with_header("k", "w"))
-        );
-        assert_ne!(
-            digest(&a),
-            digest(&Message::new("abk").with_header("", "v"))
-        );
-        assert_ne!(digest(&Message::new("a")), digest(&Message::new("b")));
-    }
 
     #[test]
     fn only_queues_are_browsed() {

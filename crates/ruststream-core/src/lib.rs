@@ -43,7 +43,7 @@ pub use headers::{
     DEAD_LETTER_FROM, DEAD_LETTER_REASON, DEAD_LETTER_SERVICE, HeaderName, HeaderValue, Headers,
     MESSAGE_ID, REPLAYED_AT, REPLY_TO, RETRY_COUNT,
 };
-pub use inspect::{Inspect, InspectError, Waiting};
+pub use inspect::{Inspect, InspectError, Waiting, Wanted, content_id};
 pub use message::{Address, Message};
 pub use settings::{Setting, split_query};
 pub use settlement::{Acker, Settlement, Settling, Tag};

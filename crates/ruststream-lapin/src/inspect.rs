@@ -28,36 +28,17 @@
 //! type cannot be found out (no configure permission: see the crate docs, "Queues")
 //! are [`InspectError::Unsupported`] too.
 
-use std::collections::HashMap;
-
 use lapin::options::{BasicAckOptions, BasicGetOptions, BasicNackOptions};
 use lapin::{Channel, Connection};
-use ruststream_core::{Address, BoxFuture, Inspect, InspectError, Message, Waiting};
+use ruststream_core::{
+    Address, BoxFuture, Inspect, InspectError, Message, Waiting, Wanted, content_id,
+};
 
 use crate::LapinBroker;
 use crate::probe::{self, Found, ProbeError};
 
 fn failed(what: impl std::fmt::Display) -> InspectError {
     InspectError::Broker(what.to_string())
-}
-
-/// The id of a message: FNV-1a over its payload and headers.
-pub(crate) fn digest(message: &Message) -> String {
-    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-    const PRIME: u64 = 0x0000_0100_0000_01b3;
-    let mut hash = OFFSET;
-    let mut eat = |bytes: &[u8]| {
-        for b in bytes.iter().chain(&[0xff]) {
-            hash ^= u64::from(*b);
-            hash = hash.wrapping_mul(PRIME);
-        }
-    };
-    eat(&message.payload);
-    for (name, value) in message.headers.iter() {
-        eat(name.as_str().as_bytes());
-        eat(value.as_bytes());
-    }
-    format!("{hash:016x}")
 }
 
 impl LapinBroker {
@@ -160,7 +141,7 @@ async fn get_all(
             headers,
         };
         let tag = delivery.delivery_tag;
-        if keep(Waiting::new(digest(&message), message)) {
+        if keep(Waiting::new(content_id(&message), message)) {
             channel
                 .basic_ack(tag, BasicAckOptions { multiple: false })
                 .await
@@ -203,47 +184,14 @@ impl Inspect for LapinBroker {
         ids: &'a [String],
     ) -> BoxFuture<'a, Result<usize, InspectError>> {
         Box::pin(async move {
-            let mut wanted: HashMap<&str, usize> = HashMap::new();
-            for id in ids {
-                *wanted.entry(id.as_str()).or_default() += 1;
-            }
-            let left = std::sync::atomic::AtomicUsize::new(ids.len());
-            let mut removed = 0;
+            let wanted = Wanted::new(ids);
             self.sweep(
                 address,
-                |waiting| match wanted.get_mut(waiting.id.as_str()) {
-                    Some(n) if *n > 0 => {
-                        *n -= 1;
-                        removed += 1;
-                        left.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-                        true
-                    }
-                    _ => false,
-                },
-                || left.load(std::sync::atomic::Ordering::Relaxed) == 0,
+                |waiting| wanted.take(&waiting.id),
+                || wanted.is_done(),
             )
             .await?;
-            Ok(removed)
+            Ok(wanted.taken())
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn digests_tell_payloads_and_headers_apart() {
-        let a = Message::new("ab").with_header("k", "v");
-        assert_eq!(digest(&a), digest(&a.clone()));
-        assert_eq!(digest(&a).len(), 16);
-        assert_ne!(
-            digest(&a),
-            digest(&Message::new("ab").with_header("k", "w"))
-        );
-        assert_ne!(
-            digest(&a),
-            digest(&Message::new("abk").with_header("", "v"))
-        );
     }
 }
