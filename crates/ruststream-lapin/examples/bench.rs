@@ -1,4 +1,4 @@
-//! Consume throughput, three ways, same prefetch (256), every message's 512-byte JSON
+//! Consume throughput, five ways, same prefetch (256), every message's 512-byte JSON
 //! decoded (serde) into the same struct and then acked (`basic.ack`, one per message):
 //!
 //! * `raw`: a raw lapin consumer loop: next delivery, decode, `ack` awaited;
@@ -6,7 +6,8 @@
 //!   64 under way, as the framework's sequential loop lets them trail);
 //! * `adapter`: this adapter's subscription stream, decoded and settled by hand;
 //! * `framework`: a `ruststream::App` on `LapinBroker` with one mounted `async fn` that
-//!   takes the decoded struct and returns `ack()` (sequential handling, the default).
+//!   takes the decoded struct and returns `ack()` (sequential handling, the default);
+//! * `framework-workers`: the same mount with `workers(64)`.
 //!
 //! ```text
 //! cargo run --release -p ruststream-lapin --example bench -- [URL] [MESSAGES] [ROUNDS]
@@ -213,10 +214,14 @@ struct Progress {
     done: tokio::sync::Notify,
 }
 
-async fn framework(url: &str, queue: &str, n: usize) -> Result<f64, Error> {
+/// The framework's rate with the default sequential mount, or with `workers(n)`.
+async fn framework(url: &str, queue: &str, n: usize, workers: Option<usize>) -> Result<f64, Error> {
     let broker = LapinBroker::connect(url).await?;
     let progress = Arc::new(Progress::default());
-    let mount = Mount::new(queue).option(SubscribeOptions::new().prefetch(PREFETCH));
+    let mut mount = Mount::new(queue).option(SubscribeOptions::new().prefetch(PREFETCH));
+    if let Some(workers) = workers {
+        mount = mount.workers(workers);
+    }
     let (on_start, on_settle) = (progress.clone(), progress.clone());
     let app = App::with_broker(Arc::new(broker))
         .mount(mount, handle)
@@ -247,7 +252,16 @@ async fn framework(url: &str, queue: &str, n: usize) -> Result<f64, Error> {
     Ok(n as f64 / finished.duration_since(*started).as_secs_f64())
 }
 
-const VARIANTS: [&str; 4] = ["raw", "raw-trailing", "adapter", "framework"];
+const VARIANTS: [&str; 5] = [
+    "raw",
+    "raw-trailing",
+    "adapter",
+    "framework",
+    "framework-workers",
+];
+
+/// The `workers(n)` of the `framework-workers` variant.
+const WORKERS: usize = 64;
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -287,7 +301,8 @@ async fn main() -> Result<(), Error> {
                     "raw" => raw(&url, &queue, n).await?,
                     "raw-trailing" => raw_trailing(&url, &queue, n).await?,
                     "adapter" => adapter(&url, &queue, n).await?,
-                    _ => framework(&url, &queue, n).await?,
+                    "framework" => framework(&url, &queue, n, None).await?,
+                    _ => framework(&url, &queue, n, Some(WORKERS)).await?,
                 };
                 println!("{kind} round {round} {:<12} {rate:>8.0} msg/s", VARIANTS[v]);
                 rates[v].push(rate);
@@ -302,14 +317,17 @@ async fn main() -> Result<(), Error> {
         }
         let medians: Vec<f64> = rates.into_iter().map(median).collect();
         println!(
-            "{kind}: medians raw {:.0}, raw-trailing {:.0}, adapter {:.0}, framework {:.0} msg/s; \
-             framework / raw {:.0} %, framework / raw-trailing {:.0} %",
+            "{kind}: medians raw {:.0}, raw-trailing {:.0}, adapter {:.0}, framework {:.0}, \
+             framework-workers({WORKERS}) {:.0} msg/s; framework / raw {:.0} %, framework / \
+             raw-trailing {:.0} %, framework-workers / raw-trailing {:.0} %",
             medians[0],
             medians[1],
             medians[2],
             medians[3],
+            medians[4],
             100.0 * medians[3] / medians[0],
-            100.0 * medians[3] / medians[1]
+            100.0 * medians[3] / medians[1],
+            100.0 * medians[4] / medians[1]
         );
     }
     Ok(())

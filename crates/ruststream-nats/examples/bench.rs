@@ -1,4 +1,4 @@
-//! Consume throughput on JetStream, three ways, all at least once with a confirmed
+//! Consume throughput on JetStream, four ways, all at least once with a confirmed
 //! acknowledgement (JetStream's double ack: the server answers each `+ACK`) sent after
 //! the message's 512-byte JSON has been decoded (serde) into the same struct:
 //!
@@ -7,7 +7,8 @@
 //! * `raw-pipelined`: the same, with up to 64 acknowledgements under way while the next
 //!   messages are decoded (as the runtime lets settlements trail behind its loop);
 //! * `framework`: a `ruststream::App` on `NatsBroker`, one mount with an
-//!   `async fn(Order) -> Outcome` returning `ack()`, default (sequential) handling.
+//!   `async fn(Order) -> Outcome` returning `ack()`, default (sequential) handling;
+//! * `framework-workers`: the same mount with `workers(64)`.
 //!
 //! ```text
 //! cargo run --release -p ruststream-nats --example bench -- [URL] [MESSAGES] [ROUNDS]
@@ -116,7 +117,8 @@ async fn raw(
     started.expect("started").elapsed()
 }
 
-async fn framework(url: &str, subject: &str, n: usize) -> Duration {
+/// The framework's time with the default sequential mount, or with `workers(n)`.
+async fn framework(url: &str, subject: &str, n: usize, workers: Option<usize>) -> Duration {
     let broker = NatsBroker::connect(url).await.expect("connect");
     let started = Arc::new(OnceLock::new());
     let finished = Arc::new(OnceLock::new());
@@ -130,8 +132,12 @@ async fn framework(url: &str, subject: &str, n: usize) -> Duration {
         settled.clone(),
         failed.clone(),
     );
+    let mut mount = Mount::new(subject);
+    if let Some(workers) = workers {
+        mount = mount.workers(workers);
+    }
     let running = App::new(broker)
-        .mount(Mount::new(subject), handle)
+        .mount(mount, handle)
         .on_start(move || {
             let _ = s.set(Instant::now());
         })
@@ -155,6 +161,9 @@ async fn framework(url: &str, subject: &str, n: usize) -> Duration {
     *finished.get().expect("finished") - *started.get().expect("started")
 }
 
+/// The `workers(n)` of the `framework-workers` variant.
+const WORKERS: usize = 64;
+
 fn median(mut rates: Vec<f64>) -> f64 {
     rates.sort_by(f64::total_cmp);
     rates[rates.len() / 2]
@@ -170,7 +179,7 @@ async fn main() {
     let n: usize = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(20_000);
     let rounds: usize = args.get(3).and_then(|a| a.parse().ok()).unwrap_or(3);
     let js = jetstream::new(async_nats::connect(&url).await.expect("connect"));
-    let variants = ["raw", "raw-pipelined", "framework"];
+    let variants = ["raw", "raw-pipelined", "framework", "framework-workers"];
     let mut rates: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
     for round in 0..rounds {
         for k in 0..variants.len() {
@@ -181,7 +190,8 @@ async fn main() {
             let took = match variants[v] {
                 "raw" => raw(&js, &name, &subject, n, 1).await,
                 "raw-pipelined" => raw(&js, &name, &subject, n, 64).await,
-                _ => framework(&url, &subject, n).await,
+                "framework" => framework(&url, &subject, n, None).await,
+                _ => framework(&url, &subject, n, Some(WORKERS)).await,
             };
             let rate = n as f64 / took.as_secs_f64();
             println!("round {round} {:<14} {:>9.0} msg/s", variants[v], rate);
