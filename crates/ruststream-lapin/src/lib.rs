@@ -180,6 +180,7 @@ mod acker;
 mod address;
 mod connection;
 mod consumer;
+mod declare;
 mod delay;
 mod error;
 mod inspect;
@@ -355,7 +356,7 @@ impl LapinBroker {
         let info = match found {
             Found::Queue(info) => info,
             Found::Missing => match options.declare {
-                Some(kind) => declare(&connection, queue, kind, spec).await?,
+                Some(kind) => declare::declare(&connection, queue, kind, spec).await?,
                 None => return Err(SubscribeError::BadAddress(format!("no queue {queue}"))),
             },
             Found::Unreadable(why) if options.declare.is_some() => {
@@ -373,30 +374,6 @@ impl LapinBroker {
             .map_err(|how| SubscribeError::BadOption(format!("queue {queue} {how}")))?;
         Ok(Some(info))
     }
-}
-
-async fn declare(
-    connection: &lapin::Connection,
-    queue: &str,
-    kind: QueueType,
-    spec: &SubscribeSpec,
-) -> Result<QueueInfo, SubscribeError> {
-    let args = queue::arguments(kind, &spec.declaration).map_err(SubscribeError::BadOption)?;
-    let channel = connection
-        .create_channel()
-        .await
-        .map_err(|e| SubscribeError::Disconnected(e.to_string()))?;
-    channel
-        .queue_declare(
-            queue.into(),
-            lapin::options::QueueDeclareOptions::durable(),
-            args.clone(),
-        )
-        .await
-        .map_err(|e| SubscribeError::Refused(format!("declaring queue {queue}: {e}")))?;
-    let _ = channel.close(200, "declared".into()).await;
-    tracing::info!(queue, kind = kind.name(), "lapin: queue declared");
-    Ok(QueueInfo::from_arguments(&args))
 }
 
 impl Broker for LapinBroker {

@@ -51,11 +51,14 @@ impl SubscribeOptions {
         self
     }
 
-    /// Makes a missing queue of `kind` from the mount's declaration (a quorum queue with
-    /// a cap and a dead letter gets `x-delivery-limit` = `max_attempts − 1` and a
-    /// dead-letter exchange, and dead-letters itself; a classic queue gets no dead-letter
-    /// exchange, since the runtime dead-letters for it and an exchange would also take
-    /// what handlers drop); an existing queue of another kind is refused at subscribe.
+    /// Makes a missing queue of `kind` from the mount's declaration; an existing queue of
+    /// another kind is refused at subscribe.
+    ///
+    /// A quorum queue with a cap and a dead letter gets `x-delivery-limit` =
+    /// `max_attempts − 1` and a dead-letter exchange, and dead-letters itself; its
+    /// dead-letter queue is made too if missing. A classic queue gets no dead-letter
+    /// exchange: the runtime dead-letters for it, and an exchange would also take what
+    /// handlers drop.
     pub const fn declare(mut self, kind: QueueType) -> Self {
         self.declare = Some(kind);
         self

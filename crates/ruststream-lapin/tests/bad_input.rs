@@ -160,6 +160,45 @@ async fn a_long_named_queue_is_found_out_again(rabbit: Rabbit) {
     support::delete(rabbit, &queue).await;
 }
 
+/// A declared quorum queue that dead-letters into a missing queue makes that queue too:
+/// RabbitMQ would otherwise have nowhere to put what reaches the cap.
+async fn declare_makes_the_dead_letter_queue_too(rabbit: Rabbit) {
+    let broker = broker(rabbit).await;
+    let (queue, dead) = (unique("declared-dl"), unique("declared-dl-dead"));
+    let mut spec = SubscribeSpec::new(queue.as_str());
+    spec.declaration.max_attempts = NonZeroU32::new(2);
+    spec.declaration.dead_letter = Some(Address::from(dead.as_str()));
+    spec.options
+        .insert(SubscribeOptions::new().declare(QueueType::Quorum));
+    let mut sub = broker.subscribe(spec).await.expect("declared");
+    assert!(sub.capabilities.dead_letters);
+    broker
+        .publisher()
+        .publish(queue.as_str().into(), Message::new("spent"))
+        .await
+        .expect("sent");
+    for _ in 0..2 {
+        let d = tokio::time::timeout(Duration::from_secs(10), sub.deliveries.next())
+            .await
+            .expect("a delivery within 10 s")
+            .expect("open")
+            .expect("ok");
+        d.settle(Settlement::Requeue).await.expect("requeued");
+    }
+    let mut waiting_dead = 0;
+    for _ in 0..50 {
+        waiting_dead = waiting(rabbit, &dead).await;
+        if waiting_dead == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(waiting_dead, 1, "{rabbit:?}: the dead-letter queue has it");
+    broker.close().await;
+    support::delete(rabbit, &queue).await;
+    support::delete(rabbit, &dead).await;
+}
+
 /// A declared classic queue gets no dead-letter exchange: the runtime dead-letters for it
 /// (at the cap), and an exchange would also take what a handler drops (`Reject`).
 async fn a_declared_classic_queue_has_no_dead_letter_exchange(rabbit: Rabbit) {
@@ -210,7 +249,8 @@ on_both!(
     subscribe_refusals,
     declare_makes_a_queue_that_dead_letters_itself,
     a_declared_classic_queue_has_no_dead_letter_exchange,
-    a_long_named_queue_is_found_out_again
+    a_long_named_queue_is_found_out_again,
+    declare_makes_the_dead_letter_queue_too
 );
 
 #[tokio::test]
