@@ -7,7 +7,8 @@ mod support;
 use fred::prelude::*;
 use fred::types::{ClusterHash, CustomCommand, Value};
 use support::{
-    amqp_url, demo, listed_ids, queue_settles_at, quorum_queues, redis_url, unique_prefix,
+    amqp_url, demo, listed_ids, queue_settles_at, quorum_queues, redis_url, two_dead_letters,
+    unique_prefix,
 };
 
 async fn redis() -> Client {
@@ -54,18 +55,6 @@ fn field<'a>(fields: &'a [(String, String)], name: &str) -> Option<&'a str> {
         .iter()
         .find(|(n, _)| n == name)
         .map(|(_, v)| v.as_str())
-}
-
-/// Two runs of the demo: two dead letters (order 5, "doomed", spent at attempt 3).
-fn two_dead_letters(broker: &str, prefix: &str) {
-    for n in 0..2 {
-        let ran = demo(broker, prefix, &[]).expect_ok(&format!("demo run {n}"));
-        assert!(
-            ran.stdout.contains("10 of 10 settlements seen"),
-            "{}",
-            ran.stdout
-        );
-    }
 }
 
 #[tokio::test]

@@ -11,7 +11,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use ruststream::core::{Setting, SubscribeSpec};
-use support::{demo, listed_ids, unique_prefix};
+use support::{demo, listed_ids, listed_messages, two_dead_letters, unique_prefix};
 
 /// RabbitMQ 3 (`RUSTSTREAM_LAPIN_URL`) as an `amqp091://` URL.
 fn lapin_url() -> String {
@@ -23,18 +23,6 @@ fn lapin_url() -> String {
 
 fn nats_url() -> String {
     std::env::var("RUSTSTREAM_NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".to_owned())
-}
-
-/// Two runs of the demo: two dead letters (order 5, "doomed", spent at attempt 3).
-fn two_dead_letters(broker: &str, prefix: &str) {
-    for n in 0..2 {
-        let ran = demo(broker, prefix, &[]).expect_ok(&format!("demo run {n}"));
-        assert!(
-            ran.stdout.contains("10 of 10 settlements seen"),
-            "{}",
-            ran.stdout
-        );
-    }
 }
 
 /// Opens a subscription to each address with `url` (and `settings`) and closes it:
@@ -70,13 +58,7 @@ fn rabbitmqctl(args: &[&str]) -> String {
 /// How many messages RabbitMQ 3's `queue` holds (ready + unacknowledged).
 fn held(queue: &str) -> u64 {
     let listed = rabbitmqctl(&["-q", "list_queues", "name", "messages"]);
-    listed
-        .lines()
-        .find_map(|line| {
-            let (name, count) = line.split_once('\t')?;
-            (name == queue).then(|| count.trim().parse().ok())?
-        })
-        .unwrap_or_else(|| panic!("no queue {queue}: {listed}"))
+    listed_messages(&listed, queue).unwrap_or_else(|| panic!("no queue {queue}: {listed}"))
 }
 
 /// Deletes JetStream streams `names` (core NATS protocol: a request to

@@ -75,6 +75,27 @@ pub fn listed_ids(report: &str) -> Vec<String> {
         .collect()
 }
 
+/// Two runs of the demo: two dead letters (order 5, "doomed", spent at attempt 3).
+pub fn two_dead_letters(broker: &str, prefix: &str) {
+    for n in 0..2 {
+        let ran = demo(broker, prefix, &[]).expect_ok(&format!("demo run {n}"));
+        assert!(
+            ran.stdout.contains("10 of 10 settlements seen"),
+            "{}",
+            ran.stdout
+        );
+    }
+}
+
+/// The message count of `queue` in what `rabbitmqctl -q list_queues name messages`
+/// printed; `None` where the queue is not listed.
+pub fn listed_messages(listed: &str, queue: &str) -> Option<u64> {
+    listed.lines().find_map(|line| {
+        let (name, count) = line.split_once('\t')?;
+        (name == queue).then(|| count.trim().parse().ok())?
+    })
+}
+
 /// `scripts/rabbitmq4.sh ARGS` with `stdin`, failing the test (saying how to start
 /// RabbitMQ 4) if it fails.
 pub fn rabbitmq4(args: &[&str], stdin: &str) -> String {
@@ -126,10 +147,7 @@ pub fn queue_settles_at(queue: &str, expected: u64) {
     let mut last = String::new();
     for _ in 0..60 {
         let listed = rabbitmq4(&["ctl", "-q", "list_queues", "name", "messages"], "");
-        let count = listed.lines().find_map(|line| {
-            let (name, count) = line.split_once('\t')?;
-            (name == queue).then(|| count.trim().parse::<u64>().ok())?
-        });
+        let count = listed_messages(&listed, queue);
         if count == Some(expected) {
             return;
         }
