@@ -20,7 +20,6 @@ mod consume;
 mod fault;
 mod form;
 mod jetstream;
-mod nats_server;
 mod net;
 mod pending;
 mod produce;

@@ -11,12 +11,11 @@ use tokio::time::Instant;
 use crate::BoxError;
 use crate::fault::Fault;
 use crate::form::Server;
-use crate::nats_server::NatsServer;
 use crate::net::{host_port, via};
 use crate::proxy::Proxy;
 use crate::record::now_ms;
 use crate::scenario::{Plan, Report, report};
-use crate::server::RedisServer;
+use crate::server::{Kind, OwnServer};
 use crate::tally::Logs;
 use crate::{jetstream, pending, restart};
 
@@ -30,8 +29,8 @@ pub(crate) struct Run<'a> {
     /// The URL the service's consumers use (through the proxy if there is one).
     consumer_url: String,
     proxy: Option<Proxy>,
-    server: Option<RedisServer>,
-    nats: Option<NatsServer>,
+    server: Option<OwnServer>,
+    nats: Option<OwnServer>,
     consumers: Vec<Child>,
     dead: Option<Child>,
     kills: Vec<(u32, u64)>,
@@ -51,13 +50,13 @@ impl<'a> Run<'a> {
         let (mut server, mut nats) = (None, None);
         let base = match plan.fault {
             Fault::RedisKill => {
-                let own = RedisServer::start(dir.join("redis-data"))?;
+                let own = OwnServer::start(Kind::Redis, dir.join("redis-data"))?;
                 let url = own.url();
                 server = Some(own);
                 url
             }
             Fault::NatsRestart => {
-                let own = NatsServer::start(dir.join("nats-store"))?;
+                let own = OwnServer::start(Kind::Nats, dir.join("nats-store"))?;
                 let url = own.url();
                 nats = Some(own);
                 url
