@@ -9,7 +9,7 @@ use std::sync::Arc;
 use futures_core::Stream;
 
 use crate::{
-    Address, Attached, Capabilities, ConsumeError, Delivery, Inspect, Message, PublishError,
+    Address, Attached, Capabilities, ConsumeError, Delivery, Drain, Inspect, Message, PublishError,
     Setting, SubscribeError,
 };
 
@@ -99,6 +99,9 @@ pub struct SubscribeSpec {
     pub in_flight: usize,
     /// Adapter-specific options (a Redis form, an AMQP credit), by type.
     pub options: Options,
+    /// The graceful stop's request to take nothing more from the broker, for an adapter
+    /// that can end the stream after what it already received (see [`Drain`]).
+    pub drain: Drain,
 }
 
 impl SubscribeSpec {
@@ -109,6 +112,7 @@ impl SubscribeSpec {
             declaration: Declaration::default(),
             in_flight: 1,
             options: Options::default(),
+            drain: Drain::new(),
         }
     }
 }

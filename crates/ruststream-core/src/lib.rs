@@ -12,6 +12,7 @@ mod broker;
 mod capabilities;
 mod decision;
 mod delivery;
+mod drain;
 mod error;
 mod headers;
 mod inspect;
@@ -37,6 +38,7 @@ pub use broker::{
 pub use capabilities::Capabilities;
 pub use decision::{Copy, Facts, Original, Plan, Verdict, decide};
 pub use delivery::Delivery;
+pub use drain::{Drain, Requested};
 pub use error::{AckError, ConsumeError, PublishError, PublishErrorKind, SubscribeError};
 pub use headers::{
     CONTENT_TYPE, CORRELATION_ID, DEAD_LETTER_AT, DEAD_LETTER_ATTEMPT, DEAD_LETTER_ERROR,

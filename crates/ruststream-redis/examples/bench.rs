@@ -145,6 +145,7 @@ async fn adapter(
         declaration: Default::default(),
         in_flight: BATCH,
         options,
+        drain: Default::default(),
     };
     let mut sub = broker.subscribe(spec).await.expect("subscribe");
     let started = Instant::now();
@@ -397,6 +398,7 @@ async fn main() {
         declaration: Default::default(),
         in_flight: BATCH,
         options,
+        drain: Default::default(),
     };
     let mut sub = broker.subscribe(spec).await.expect("subscribe");
     let sender = {

@@ -536,6 +536,7 @@ async fn pubsub_channel_and_pattern() {
         declaration: declaration.clone(),
         in_flight: 8,
         options,
+        drain: Default::default(),
     };
     let mut sub = ctx.broker.subscribe(spec).await.expect("psubscribe");
     ctx.broker

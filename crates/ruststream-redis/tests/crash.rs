@@ -65,6 +65,7 @@ fn helper_process() {
             declaration: Default::default(),
             in_flight: 16,
             options,
+            drain: Default::default(),
         };
         let mut sub = broker.subscribe(spec).await.expect("subscribe");
         let mut held = Vec::new();

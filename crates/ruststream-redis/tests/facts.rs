@@ -19,6 +19,7 @@ fn spec(address: &str, form: Form) -> SubscribeSpec {
         },
         in_flight: 4,
         options,
+        drain: Default::default(),
     }
 }
 

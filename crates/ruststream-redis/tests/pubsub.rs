@@ -58,6 +58,7 @@ async fn pattern_matches_channels_and_copies_go_to_the_declared_address() {
         declaration: declaration.clone(),
         in_flight: 8,
         options,
+        drain: Default::default(),
     };
     let mut sub = ctx.broker.subscribe(spec).await.expect("subscribe");
     let publisher = ctx.broker.publisher();
@@ -105,6 +106,7 @@ async fn a_pattern_without_a_retry_address_is_refused() {
         declaration: Declaration::default(),
         in_flight: 8,
         options,
+        drain: Default::default(),
     };
     let err = ctx
         .broker

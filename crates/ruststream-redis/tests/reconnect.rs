@@ -44,6 +44,7 @@ async fn resets_strand_nothing(options: impl ruststream_core::BrokerOption) {
         declaration: Default::default(),
         in_flight: 16,
         options: opts,
+        drain: Default::default(),
     };
     let mut sub = consumer.subscribe(spec).await.expect("subscribe");
     let handled = Arc::new(Mutex::new(HashSet::new()));

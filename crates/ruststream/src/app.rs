@@ -331,6 +331,7 @@ impl App {
                 declaration: mount.declaration.clone(),
                 in_flight: mount.concurrency.in_flight(),
                 options: mount.options.clone(),
+                drain: Default::default(),
             };
             let subscription =
                 self.broker

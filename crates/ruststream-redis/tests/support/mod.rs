@@ -102,6 +102,7 @@ impl Ctx {
             declaration: Declaration::default(),
             in_flight,
             options,
+            drain: Default::default(),
         };
         self.broker.subscribe(spec).await.expect("subscribe")
     }

@@ -289,6 +289,7 @@ impl<'a> Builder<'a> {
             declaration: mount.declaration.clone(),
             in_flight: mount.concurrency.in_flight(),
             options: mount.options.clone(),
+            drain: Default::default(),
         };
         let mut form = json!({
             "broker": self.app.broker.name(),
