@@ -114,8 +114,7 @@ async fn run_and_stop(
     })
     .await;
     within("stop", running.stop()).await.expect("clean stop");
-    let seen = seen.lock().unwrap_or_else(PoisonError::into_inner).clone();
-    seen
+    seen.lock().unwrap_or_else(PoisonError::into_inner).clone()
 }
 
 async fn publish_all(memory: &MemoryBroker) {
