@@ -88,6 +88,9 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
                 return Err(Some((outcome, Cause::Layer)));
             }
         }
+        if self.past_cap(delivery) {
+            return Err(Some((crate::outcome::retry(), Cause::Spent)));
+        }
         if let Some(defect) = delivery.defect() {
             return Err(self.policy(
                 self.mount.on_decode_error,
@@ -112,6 +115,23 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
                 Cause::Panic(panic_message(&*panic)),
                 Some(delivery),
             )),
+        }
+    }
+
+    /// Whether the broker counted `delivery` past the mount's `max_attempts`: its last
+    /// attempt ended without a settlement (a `fail_fast` panic, a stop, a crash). It is
+    /// then settled as a spent retry without running the handler again. A broker that
+    /// dead-letters itself is left to do so.
+    #[inline(always)]
+    fn past_cap(&self, delivery: &Delivery) -> bool {
+        match (
+            self.mount.declaration.max_attempts,
+            delivery.broker_attempt(),
+        ) {
+            (Some(cap), Some(attempt)) => {
+                attempt > cap.get() && self.capabilities.counts && !self.capabilities.dead_letters
+            }
+            _ => false,
         }
     }
 
@@ -174,7 +194,7 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
                             self.mount.address
                         )
                     }
-                    Cause::Handler | Cause::Layer => {
+                    Cause::Handler | Cause::Layer | Cause::Spent => {
                         format!("handler on {} failed", self.mount.address)
                     }
                 };
