@@ -385,6 +385,15 @@ impl App {
                 drains_at_stop = mount.drains,
                 "mounted"
             );
+            if keeps_delays_in_process(&caps) {
+                tracing::warn!(
+                    address = %mount.address,
+                    broker = self.broker.name(),
+                    durable = self.broker.durable_delays().unwrap_or("none on this broker"),
+                    "retry_after copies of this mount wait in this process: a crash or a kill \
+                     before their delay is over loses them (a graceful stop publishes them early)"
+                );
+            }
             for handling in endpoint.serve(mount, subscription, runtime.clone()) {
                 tasks.spawn(handling);
             }
@@ -510,6 +519,13 @@ impl Running {
             None => Ok(()),
         }
     }
+}
+
+/// Whether a form's `retry_after` copies wait in the process: it has no delayed
+/// redelivery of its own, and does not dead-letter itself (such a form holds the
+/// delivery unsettled at the broker instead, see `Original::Hold`).
+fn keeps_delays_in_process(caps: &ruststream_core::Capabilities) -> bool {
+    !caps.delays && !(caps.dead_letters && caps.requeues)
 }
 
 /// The executable's file name, or `ruststream` where it cannot be told.
