@@ -525,7 +525,7 @@ impl Running {
 /// redelivery of its own, and does not dead-letter itself (such a form holds the
 /// delivery unsettled at the broker instead, see `Original::Hold`).
 fn keeps_delays_in_process(caps: &ruststream_core::Capabilities) -> bool {
-    !caps.delays && !(caps.dead_letters && caps.requeues)
+    !(caps.delays || (caps.dead_letters && caps.requeues))
 }
 
 /// The executable's file name, or `ruststream` where it cannot be told.
