@@ -115,3 +115,92 @@ async fn stream_connection_resets_strand_nothing() {
 async fn claiming_connection_resets_strand_nothing() {
     resets_strand_nothing(Claiming::default().group("g")).await;
 }
+
+/// What the subscriber writes, for the logs test.
+#[derive(Clone, Default)]
+struct Lines(Arc<Mutex<Vec<u8>>>);
+
+impl Lines {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap_or_else(PoisonError::into_inner)).into_owned()
+    }
+}
+
+impl std::io::Write for Lines {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Lines {
+    type Writer = Lines;
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+/// A connection reset is said: a WARN naming the server when it is lost, an INFO with
+/// the gap when it is back (fred reconnects by itself, so nothing else would tell).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reset_is_logged_when_lost_and_when_back() {
+    let lines = Lines::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::INFO)
+        .with_ansi(false)
+        .with_writer(lines.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_global_default(subscriber);
+    let ctx = ctx().await;
+    let proxy = Proxy::start(&upstream("").0).await;
+    let port = proxy.port;
+    let proxied = upstream(&format!("127.0.0.1:{port}")).1;
+    let consumer =
+        RedisBroker::connect_with(&proxied, Settings::default().key_prefix(ctx.prefix.clone()))
+            .await
+            .expect("connect through the proxy");
+    let mut sub = consumer
+        .subscribe(ruststream_core::SubscribeSpec::new("q"))
+        .await
+        .expect("subscribe");
+    ctx.broker
+        .publisher()
+        .publish("q".into(), msg(1))
+        .await
+        .expect("publish");
+    let first = next_within(&mut sub, Duration::from_secs(10))
+        .await
+        .expect("a delivery");
+    first.settle(Settlement::Accept).await.expect("ack");
+    proxy.reset();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !(lines.text().contains("redis connection lost")
+        && lines.text().contains("redis connection back"))
+        && Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let text = lines.text();
+    let lost = text
+        .lines()
+        .find(|l| l.contains("redis connection lost"))
+        .unwrap_or_else(|| panic!("no loss logged:\n{text}"));
+    assert!(
+        lost.contains("WARN") && lost.contains(&format!("{port}")),
+        "{lost}"
+    );
+    let back = text
+        .lines()
+        .find(|l| l.contains("redis connection back"))
+        .unwrap_or_else(|| panic!("no recovery logged:\n{text}"));
+    assert!(back.contains("INFO") && back.contains("gap="), "{back}");
+    consumer.close().await;
+    ctx.cleanup().await;
+}
