@@ -71,6 +71,12 @@ fn traced() -> ruststream::observe::Tracing {
     ruststream::observe::Tracing::new(provider)
 }
 
+/// Starts the service: the region `scripts/bench-core start` counts.
+#[inline(never)]
+fn start_service(runtime: &tokio::runtime::Runtime, app: App) -> Running {
+    runtime.block_on(app.start()).expect("starts")
+}
+
 /// Handles every queued message; the region callgrind and the allocation counter see.
 #[inline(never)]
 fn drain(runtime: &tokio::runtime::Runtime, broker: &MemoryBroker, running: &Running) {
@@ -146,7 +152,9 @@ fn main() {
         })
     };
     // Warm up: start, handle a few, so that start-up and first-use growth are done.
-    let running = runtime.block_on(app.start()).expect("starts");
+    let region = Region::new(GLOBAL);
+    let running = start_service(&runtime, app);
+    let started = region.change();
     fill(16);
     drain(&runtime, &broker, &running);
     fill(count);
@@ -156,12 +164,13 @@ fn main() {
     let stats = region.change();
 
     println!(
-        "mode={mode}{}{} messages={count} allocations={} reallocations={} bytes={}",
+        "mode={mode}{}{} messages={count} allocations={} reallocations={} bytes={} start_allocations={}",
         if metrics { "+metrics" } else { "" },
         if tracing { "+tracing" } else { "" },
         stats.allocations,
         stats.reallocations,
-        stats.bytes_allocated
+        stats.bytes_allocated,
+        started.allocations
     );
     runtime
         .block_on(async { tokio::time::timeout(Duration::from_secs(5), running.stop()).await })

@@ -238,7 +238,13 @@ impl App {
     /// [`mount_settings`](Self::mount_settings)) to the mounts' options.
     fn configure_mounts(&mut self) -> Result<(), RunError> {
         let vars = self.mount_env.take().unwrap_or_else(|| {
+            // Only the variables of the table are copied: a process's environment is
+            // large, and copying all of it was most of a service's start-up cost.
             std::env::vars_os()
+                .filter(|(k, _)| {
+                    k.as_encoded_bytes()
+                        .starts_with(crate::MOUNT_ENV_PREFIX.as_bytes())
+                })
                 .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
                 .collect()
         });
