@@ -225,3 +225,24 @@ async fn a_redis_stream_by_default_is_warned_with_durable_zset_named() {
         lines.text()
     );
 }
+
+/// Logs written anywhere but a terminal carry no colour codes (a file, a collector).
+#[cfg(feature = "logs")]
+#[test]
+fn logs_to_a_writer_have_no_colour_codes() {
+    let lines = Lines::default();
+    ruststream::observe::init_logs_with(
+        ruststream::observe::LogFormat::Human,
+        "warn",
+        lines.clone(),
+    )
+    .expect("the first global subscriber of this binary");
+    // The other tests of this binary set subscribers of their own per thread; this one
+    // writes through the global one.
+    std::thread::spawn(|| tracing::warn!(address = "orders", "a warning"))
+        .join()
+        .expect("logged");
+    let text = lines.text();
+    assert!(text.contains("a warning"), "{text}");
+    assert!(!text.contains('\u{1b}'), "colour codes in {text:?}");
+}

@@ -25,7 +25,8 @@ pub enum LogsError {
 }
 
 /// Sets up the process's logs to standard error: the filter from `RUST_LOG` (default
-/// `info`), JSON where `RUSTSTREAM_LOG_FORMAT=json`, human-readable lines otherwise.
+/// `info`), JSON where `RUSTSTREAM_LOG_FORMAT=json`, human-readable lines otherwise,
+/// coloured only where standard error is a terminal and `NO_COLOR` is not set.
 ///
 /// The framework writes broker URLs only with their passwords replaced
 /// ([`redact`](crate::redact)).
@@ -39,7 +40,9 @@ pub fn init_logs() -> Result<(), LogsError> {
         Ok("json") => LogFormat::Json,
         _ => LogFormat::Human,
     };
-    init_logs_with(format, &filter, std::io::stderr)
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    init(format, &filter, std::io::stderr, ansi)
 }
 
 /// Sets up the process's logs: `format`, events that `filter` (`RUST_LOG` syntax: `info`,
@@ -55,9 +58,18 @@ pub fn init_logs_with<W>(format: LogFormat, filter: &str, writer: W) -> Result<(
 where
     W: for<'a> MakeWriter<'a> + Send + Sync + 'static,
 {
+    // A writer that is not known to be a terminal gets no colour codes.
+    init(format, filter, writer, false)
+}
+
+fn init<W>(format: LogFormat, filter: &str, writer: W, ansi: bool) -> Result<(), LogsError>
+where
+    W: for<'a> MakeWriter<'a> + Send + Sync + 'static,
+{
     let filter = EnvFilter::try_new(filter).map_err(|e| LogsError::Filter(e.to_string()))?;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(writer);
     let set = match format {
         LogFormat::Human => builder.try_init(),
