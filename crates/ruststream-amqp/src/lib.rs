@@ -209,7 +209,7 @@ mod tls;
 mod transport;
 mod url;
 
-#[cfg(feature = "fuzzing")]
+#[cfg(fuzzing)]
 #[doc(hidden)]
 pub mod __fuzz;
 

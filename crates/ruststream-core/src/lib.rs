@@ -20,8 +20,9 @@ mod message;
 mod settings;
 mod settlement;
 
-/// Internal decoders, exposed for the fuzz targets in `fuzz/` (feature `fuzzing`).
-#[cfg(feature = "fuzzing")]
+/// Internal decoders, exposed for the fuzz targets in `fuzz/` (`--cfg fuzzing`, which
+/// `cargo fuzz` sets; not an API, and no feature a user can turn on).
+#[cfg(fuzzing)]
 #[doc(hidden)]
 pub mod __fuzz {
     /// The retry-count parser behind [`crate::Headers::retry_count`].

@@ -1,4 +1,4 @@
-//! Internal decoders, exposed for the fuzz targets in `fuzz/` (feature `fuzzing`).
+//! Internal decoders, exposed for the fuzz targets in `fuzz/` (`--cfg fuzzing`, which `cargo fuzz` sets).
 //! Not public API.
 
 use bytes::Bytes;

@@ -270,7 +270,7 @@ mod settings;
 mod tls;
 mod url;
 
-#[cfg(feature = "fuzzing")]
+#[cfg(fuzzing)]
 #[doc(hidden)]
 pub mod __fuzz;
 
