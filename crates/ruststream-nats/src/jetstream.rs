@@ -10,6 +10,7 @@ use ruststream_core::{Attached, Capabilities, SubscribeError, SubscribeSpec, Sub
 
 use crate::acker::JsAcker;
 use crate::broker::Inner;
+use crate::pull::Puller;
 use crate::pump::Pump;
 use crate::reader::Reader;
 use crate::{JetStream, names, progress};
@@ -44,16 +45,22 @@ pub(crate) async fn subscribe(
     let stream = stream_for(&inner.js, subject, &options).await?;
     let consumer = consumer_for(&stream, subject, &options, spec.in_flight).await?;
     let ack_wait = consumer.cached_info().config.ack_wait;
-    let messages = consumer
-        .stream()
-        .max_messages_per_batch(spec.in_flight.clamp(1, 1024))
-        .expires(EXPIRES)
-        .heartbeat(HEARTBEAT)
-        .messages()
-        .await
-        .map_err(|error| {
-            SubscribeError::Refused(format!("pulling from consumer of {subject}: {error}"))
-        })?;
+    let (stream_name, consumer_name) = {
+        let info = consumer.cached_info();
+        (info.stream_name.clone(), info.name.clone())
+    };
+    let puller = Puller::new(
+        &inner.client,
+        &stream_name,
+        &consumer_name,
+        spec.in_flight.clamp(1, 1024),
+        EXPIRES,
+        HEARTBEAT,
+    )
+    .await
+    .map_err(|error| {
+        SubscribeError::Disconnected(format!("pulling from consumer of {subject}: {error}"))
+    })?;
     let acker = Arc::new(JsAcker::new(inner));
     progress::start(Arc::downgrade(&acker), ack_wait, inner.link.subscribe());
     let attached = Attached::new();
@@ -61,7 +68,7 @@ pub(crate) async fn subscribe(
         inner: inner.clone(),
         address: spec.address.clone(),
         consumer,
-        messages,
+        puller,
         acker: acker.clone(),
         attached: attached.clone(),
     }

@@ -59,6 +59,7 @@ mod options;
 mod poison;
 mod progress;
 mod publisher;
+mod pull;
 mod pump;
 mod reader;
 mod url;
