@@ -61,6 +61,9 @@ pub(crate) async fn subscribe(
     .map_err(|error| {
         SubscribeError::Disconnected(format!("pulling from consumer of {subject}: {error}"))
     })?;
+    // A graceful stop sends no further pull request and ends the stream after what the
+    // outstanding ones bring (pump.rs).
+    spec.drain.accept();
     let acker = Arc::new(JsAcker::new(inner));
     progress::start(Arc::downgrade(&acker), ack_wait, inner.link.subscribe());
     let attached = Attached::new();
@@ -71,6 +74,7 @@ pub(crate) async fn subscribe(
         puller,
         acker: acker.clone(),
         attached: attached.clone(),
+        drain: spec.drain.clone(),
     }
     .start();
     let reader = Reader::jetstream(inner, spec.address, deliveries, acker, attached.clone());

@@ -4,6 +4,10 @@
 //! delivery for the subscription's reader. The server bounds what is queued: the
 //! consumer's `max_ack_pending`.
 //!
+//! A drain (a graceful stop) ends the pulling the same way, and everything the
+//! outstanding requests bring goes to the reader, which then ends: the runtime handles
+//! and settles it, nothing is given back unhandled.
+//!
 //! When the reader goes away or the broker closes, the pump sends no further pull
 //! request, takes in what the outstanding ones still bring, and only then gives back
 //! (`-NAK`) what the client had received and not queued; deliveries still queued are
@@ -14,7 +18,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::consumer::PullConsumer;
 use async_nats::jetstream::context::ConsumerInfoErrorKind;
-use ruststream_core::{Acker, Address, Attached, ConsumeError, Delivery, Settlement, Tag};
+use ruststream_core::{Acker, Address, Attached, ConsumeError, Delivery, Drain, Settlement, Tag};
 use tokio::sync::mpsc;
 
 use crate::acker::{JsAcker, acknowledge, body};
@@ -36,6 +40,8 @@ pub(crate) struct Pump {
     pub(crate) puller: Puller,
     pub(crate) acker: Arc<JsAcker>,
     pub(crate) attached: Attached,
+    /// The graceful stop's request (accepted at subscribe).
+    pub(crate) drain: Drain,
 }
 
 /// Why the pump's loop ended.
@@ -45,6 +51,8 @@ enum End {
     Stop,
     /// The consumer is gone: nothing to give back to.
     ConsumerGone,
+    /// Drained: everything the requests brought went to the reader.
+    Drained,
 }
 
 impl Pump {
@@ -61,9 +69,19 @@ impl Pump {
         let dyn_acker: Arc<dyn Acker> = self.acker.clone();
         let mut link = self.inner.link.subscribe();
         let mut was_down = false;
+        let drain = self.drain.clone();
+        let mut draining = false;
         let end = loop {
             let pulled = tokio::select! {
                 () = tx.closed() => break End::Stop,
+                () = drain.requested(), if !draining => {
+                    // No further pull request; what the outstanding ones bring still
+                    // goes to the reader, then the stream ends.
+                    draining = true;
+                    self.puller.stop();
+                    tracing::debug!(subject = %self.address, "nats: draining");
+                    continue;
+                }
                 changed = link.changed() => {
                     let state = if changed.is_err() { Link::Closed } else { *link.borrow_and_update() };
                     match state {
@@ -96,6 +114,7 @@ impl Pump {
                     }
                     Err(report)
                 }
+                Pulled::Done { .. } if draining => break End::Drained,
                 Pulled::Done { .. } => {
                     tracing::warn!(subject = %self.address, "nats: the pull subscription ended");
                     break End::Stop;
@@ -202,7 +221,7 @@ impl Pump {
         } = self;
         puller.stop();
         let mut received = Vec::new();
-        let mut clean = false;
+        let mut clean = end == End::Drained;
         if end == End::Stop {
             let until = tokio::time::Instant::now() + GIVE_BACK_WAIT;
             while let Ok(pulled) = tokio::time::timeout_at(until, puller.next()).await {
