@@ -348,6 +348,13 @@ impl Broker for AmqpBroker {
         "amqp"
     }
 
+    fn durable_delays(&self) -> Option<&'static str> {
+        Some(
+            "a quorum queue that dead-letters itself (x-delivery-limit and a dead-letter \
+             exchange): retry_after then holds the delivery unsettled at the broker",
+        )
+    }
+
     fn subscribe(
         &self,
         spec: SubscribeSpec,

@@ -65,6 +65,14 @@ pub trait Broker: Send + Sync + 'static {
         })
     }
 
+    /// How a mount on this broker keeps its `retry_after` copies durable, for a form
+    /// that waits them out in the process (one without its own delayed redelivery):
+    /// the option to name in the start-up warning such a mount gets. `None` (the
+    /// default): the broker has no durable way.
+    fn durable_delays(&self) -> Option<&'static str> {
+        None
+    }
+
     /// Browsing and removing waiting messages (the dead-letter tools), where the broker
     /// can; `None` by default.
     fn inspect(&self) -> Option<&dyn Inspect> {

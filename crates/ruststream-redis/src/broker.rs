@@ -482,6 +482,13 @@ impl Broker for RedisBroker {
         "redis"
     }
 
+    fn durable_delays(&self) -> Option<&'static str> {
+        Some(
+            "a stream with the delayed_retry=durable_zset setting \
+             (DelayedRetry::DurableZset), or the Claiming form",
+        )
+    }
+
     fn subscribe(
         &self,
         spec: SubscribeSpec,

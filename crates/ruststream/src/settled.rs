@@ -18,6 +18,12 @@ pub enum Cause {
     /// A middleware settled the delivery before its handler
     /// ([`Middleware::before`](crate::layer::Middleware::before)).
     Layer,
+    /// The broker's own count was already past `max_attempts` when the delivery came
+    /// (its handler panicked under `fail_fast`, or the service stopped, on the last
+    /// attempt): settled as a spent retry, dead-lettered or rejected, **without running
+    /// the handler again**, so a poison message stops a service at most `max_attempts`
+    /// times.
+    Spent,
 }
 
 /// A settlement that did not go through.

@@ -151,3 +151,77 @@ async fn deliveries_are_quiet_at_info() {
     assert!(!text.contains("handled"), "{text}");
     assert!(!text.contains("WARN"), "{text}");
 }
+
+/// A mount whose `retry_after` copies would wait in the process is told so at start, at
+/// warn, once; a form that delays itself is not.
+#[tokio::test(start_paused = true)]
+async fn a_mount_whose_delayed_copies_live_in_the_process_is_warned_at_start() {
+    let lines = Lines::default();
+    let _guard = tracing::subscriber::set_default(subscriber(&lines, tracing::Level::INFO));
+    let copying = MemoryBroker::with_capabilities(Capabilities::SETTLES);
+    let app = App::new(copying)
+        .mount("orders", |_: u32| async { retry() })
+        .start()
+        .await
+        .expect("starts");
+    app.stop().await.expect("clean stop");
+    let warned = lines.line_with("wait in this process");
+    for field in ["WARN", "address=orders", "broker=\"memory\"", "durable="] {
+        assert!(warned.contains(field), "{field} in {warned}");
+    }
+    assert_eq!(lines.text().matches("wait in this process").count(), 1);
+
+    let lines = Lines::default();
+    let _guard = tracing::subscriber::set_default(subscriber(&lines, tracing::Level::INFO));
+    let app = App::new(MemoryBroker::new())
+        .mount("orders", |_: u32| async { retry() })
+        .start()
+        .await
+        .expect("starts");
+    app.stop().await.expect("clean stop");
+    assert!(
+        !lines.text().contains("wait in this process"),
+        "{}",
+        lines.text()
+    );
+}
+
+/// A Redis stream with its default options (delayed copies in process) is warned at
+/// start with the durable option named; with `delayed_retry=durable_zset` it is not.
+#[cfg(feature = "redis")]
+#[tokio::test]
+async fn a_redis_stream_by_default_is_warned_with_durable_zset_named() {
+    let lines = Lines::default();
+    let _guard = tracing::subscriber::set_default(subscriber(&lines, tracing::Level::INFO));
+    let url = support::redis_url();
+    let orders = support::unique("logs", "orders");
+    let app = App::with_broker(support::redis(&url).await)
+        .mount(orders.as_str(), |_: u32| async { retry() })
+        .start()
+        .await
+        .expect("starts");
+    app.stop().await.expect("clean stop");
+    let warned = lines.line_with("wait in this process");
+    assert!(warned.contains("durable_zset"), "{warned}");
+
+    let lines = Lines::default();
+    let _guard = tracing::subscriber::set_default(subscriber(&lines, tracing::Level::INFO));
+    let app = App::with_broker(support::redis(&url).await)
+        .mount_settings([(
+            format!(
+                "RUSTSTREAM_MOUNT__{}__DELAYED_RETRY",
+                ruststream::mount_env_name(&orders)
+            ),
+            "durable_zset",
+        )])
+        .mount(orders.as_str(), |_: u32| async { retry() })
+        .start()
+        .await
+        .expect("starts");
+    app.stop().await.expect("clean stop");
+    assert!(
+        !lines.text().contains("wait in this process"),
+        "{}",
+        lines.text()
+    );
+}

@@ -12,7 +12,7 @@ use ruststream::{
     App, Attempt, Cause, Context, ExtractError, FromDelivery, Mount, Outcome, Policy, RunError,
     ack, retry,
 };
-use ruststream_core::{Capabilities, Settlement, Verdict};
+use ruststream_core::{Broker, Capabilities, Settlement, Verdict};
 use support::{Calls, DEFECT, Faulty, json_message, settle, settled_with, wait_until, within};
 
 const D: Duration = Duration::from_secs(2);
@@ -517,4 +517,67 @@ async fn err_outcome_result_settles_with_that_outcome() {
     assert_eq!(verdicts, [Verdict::Retry, Verdict::Ack]);
     assert!(app.broker().is_idle());
     app.stop().await.expect("clean stop");
+}
+
+/// A poison message under the default `fail_fast` and a cap: each restart runs the
+/// handler once more until the broker's count passes `max_attempts`; then the delivery
+/// is dead-lettered before the handler runs, so the crash loop ends after `max_attempts`
+/// stops.
+#[tokio::test(start_paused = true)]
+async fn a_delivery_counted_past_the_cap_is_dead_lettered_without_running_the_handler() {
+    let calls = Calls::default();
+    let broker = MemoryBroker::new();
+    let publisher = ruststream::Publisher::new(broker.publisher());
+    publisher.publish("q", &13).await.expect("publish");
+    let mut stops = 0;
+    for _ in 0..5 {
+        let app = App::new(broker.clone()).mount(
+            Mount::new("q").max_attempts(3).dead_letter("q.dead"),
+            panicking(&calls, false),
+        );
+        let running = within("start", app.start()).await.expect("start");
+        wait_until("handled or dead-lettered", || {
+            running.is_stopping() || broker.ready("q.dead") == 1
+        })
+        .await;
+        let stopped = running.is_stopping();
+        let result = within("stop", running.stop()).await;
+        if !stopped {
+            assert!(result.is_ok(), "{result:?}");
+            break;
+        }
+        stops += 1;
+        assert!(matches!(result, Err(RunError::FailFast(_))), "{result:?}");
+    }
+    assert_eq!(stops, 3, "the service stopped once per attempt");
+    assert_eq!(
+        calls.attempts(),
+        [1, 2, 3],
+        "the handler ran max_attempts times"
+    );
+    assert_eq!(broker.ready("q"), 0);
+    let dead = broker.messages("q.dead");
+    assert_eq!(dead.len(), 1);
+    assert_eq!(
+        dead[0]
+            .headers
+            .get_str(ruststream_core::DEAD_LETTER_ATTEMPT),
+        Some("4")
+    );
+}
+
+/// Without a cap there is nothing to meet: the handler runs on every delivery.
+#[tokio::test(start_paused = true)]
+async fn without_a_cap_a_redelivered_poison_message_runs_the_handler_again() {
+    let calls = Calls::default();
+    let broker = MemoryBroker::new();
+    let publisher = ruststream::Publisher::new(broker.publisher());
+    publisher.publish("q", &13).await.expect("publish");
+    for _ in 0..4 {
+        let app = App::new(broker.clone()).mount("q", panicking(&calls, false));
+        let running = within("start", app.start()).await.expect("start");
+        wait_until("stopping", || running.is_stopping()).await;
+        let _ = within("stop", running.stop()).await;
+    }
+    assert_eq!(calls.attempts(), [1, 2, 3, 4]);
 }

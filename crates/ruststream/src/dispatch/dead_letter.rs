@@ -41,6 +41,10 @@ pub(crate) fn mark(message: &mut Message, why: &Why<'_>) {
         Cause::Panic(error) => ("panic", Some(error.clone())),
         Cause::Timeout(limit) => ("timeout", Some(format!("ran longer than {limit:?}"))),
         Cause::Layer => ("layer", None),
+        Cause::Spent => (
+            "retry",
+            Some("delivered past max_attempts; the handler did not run again".to_owned()),
+        ),
         _ => ("retry", None),
     };
     headers.insert(DEAD_LETTER_REASON, HeaderValue::from_static(reason));

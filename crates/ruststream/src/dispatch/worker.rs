@@ -35,6 +35,10 @@ pub(crate) struct Worker<H, M> {
 pub(crate) trait Process: Send + Sync + 'static {
     fn runtime(&self) -> &Arc<Runtime>;
 
+    /// Whether the mount's subscription drains at a graceful stop (its loops handle
+    /// what the stream still yields).
+    fn drains(&self) -> bool;
+
     /// Reports an error of the subscription (it goes on).
     fn report(&self, error: &ConsumeError);
 
@@ -84,6 +88,9 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
                 return Err(Some((outcome, Cause::Layer)));
             }
         }
+        if self.past_cap(delivery) {
+            return Err(Some((crate::outcome::retry(), Cause::Spent)));
+        }
         if let Some(defect) = delivery.defect() {
             return Err(self.policy(
                 self.mount.on_decode_error,
@@ -108,6 +115,23 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
                 Cause::Panic(panic_message(&*panic)),
                 Some(delivery),
             )),
+        }
+    }
+
+    /// Whether the broker counted `delivery` past the mount's `max_attempts`: its last
+    /// attempt ended without a settlement (a `fail_fast` panic, a stop, a crash). It is
+    /// then settled as a spent retry without running the handler again. A broker that
+    /// dead-letters itself is left to do so.
+    #[inline(always)]
+    fn past_cap(&self, delivery: &Delivery) -> bool {
+        match (
+            self.mount.declaration.max_attempts,
+            delivery.broker_attempt(),
+        ) {
+            (Some(cap), Some(attempt)) => {
+                attempt > cap.get() && self.capabilities.counts && !self.capabilities.dead_letters
+            }
+            _ => false,
         }
     }
 
@@ -170,7 +194,7 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
                             self.mount.address
                         )
                     }
-                    Cause::Handler | Cause::Layer => {
+                    Cause::Handler | Cause::Layer | Cause::Spent => {
                         format!("handler on {} failed", self.mount.address)
                     }
                 };
@@ -185,6 +209,10 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
 impl<H: Handler<M>, M: 'static> Process for Worker<H, M> {
     fn runtime(&self) -> &Arc<Runtime> {
         &self.runtime
+    }
+
+    fn drains(&self) -> bool {
+        self.mount.drains
     }
 
     fn report(&self, error: &ConsumeError) {
@@ -324,6 +352,14 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
 
     pub(super) fn capabilities(&self) -> Capabilities {
         self.capabilities
+    }
+
+    /// Whether the loop takes nothing more from its stream (see [`Shutdown::ends`]).
+    ///
+    /// [`Shutdown::ends`]: super::Shutdown::ends
+    #[inline(always)]
+    pub(super) fn stopped(&self) -> bool {
+        self.runtime.shutdown.ends(self.mount.drains)
     }
 
     /// The mount.

@@ -172,6 +172,7 @@ impl Visit for Traced {
             Cause::Panic(_) => "panic",
             Cause::Timeout(_) => "timeout",
             Cause::Layer => "layer",
+            Cause::Spent => "spent",
         };
         span.set_attribute(KeyValue::new("ruststream.cause", cause));
         if let Some(copy) = &settled.plan().copy {
