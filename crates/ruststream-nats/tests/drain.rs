@@ -129,3 +129,73 @@ async fn an_idle_subscription_drains_within_a_pull_request_lifetime() {
     );
     assert_eq!(info.num_pending, 1, "{info:?}");
 }
+
+#[derive(serde::Deserialize)]
+struct Job {
+    n: u64,
+}
+
+/// Three graceful stops (`Running::stop`) of a service with default options while
+/// messages are prefetched (a sequential handler of 1 ms, 1,200 messages waiting, a stop
+/// after five handled in the run: the client holds up to `max_ack_pending`, 260): every
+/// message is handled once, at attempt 1. Before, each stop gave the prefetched ones
+/// back (`-NAK`) and JetStream counted them: the next run saw them at attempt 2.
+#[tokio::test]
+async fn three_graceful_stops_spend_no_attempt() {
+    use ruststream::{App, Attempt, Mount, ack};
+    const N: u64 = 1200;
+    let subject = unique("drainapp");
+    let _cleanup = Cleanup(subject.clone());
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(u64, u32)>();
+    let mut seen: Vec<(u64, u32)> = Vec::new();
+    for run in 0..4 {
+        let broker = broker().await;
+        let tx = tx.clone();
+        let handler = move |Attempt(attempt): Attempt, job: Job| {
+            let _ = tx.send((job.n, attempt));
+            async move {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                ack()
+            }
+        };
+        let mount = Mount::new(subject.as_str())
+            .max_attempts(5)
+            .dead_letter(format!("{subject}.dead").as_str());
+        let running = App::new(broker.clone())
+            .mount(mount, handler)
+            .start()
+            .await
+            .expect("the service starts");
+        if run == 0 {
+            let publisher = broker.publisher();
+            let sends = (0..N).map(|n| {
+                let message = Message::new(format!("{{\"n\":{n}}}"));
+                publisher.publish(subject.as_str().into(), message)
+            });
+            for sent in futures_util::future::join_all(sends).await {
+                sent.expect("published");
+            }
+        }
+        let before = seen.len();
+        let deadline = tokio::time::Instant::now() + WAIT * 3;
+        // Stopped after five handled in this run (the last run: after all of them).
+        while seen.len() < if run < 3 { before + 5 } else { N as usize } {
+            match tokio::time::timeout_at(deadline, rx.recv()).await {
+                Ok(Some(job)) => seen.push(job),
+                _ => panic!("run {run}: saw only {seen:?}"),
+            }
+        }
+        running.stop().await.expect("a graceful stop");
+        while let Ok(job) = rx.try_recv() {
+            seen.push(job);
+        }
+        eprintln!("run {run}: {} handled so far", seen.len());
+    }
+    let again: Vec<_> = seen.iter().filter(|(_, attempt)| *attempt != 1).collect();
+    assert!(again.is_empty(), "handled at a later attempt: {again:?}");
+    let mut numbers: Vec<u64> = seen.iter().map(|(n, _)| *n).collect();
+    numbers.sort_unstable();
+    assert_eq!(numbers, (0..N).collect::<Vec<_>>(), "each once");
+    let info = consumer_info(&subject).await;
+    assert_eq!(info.num_redelivered, 0, "{info:?}");
+}
