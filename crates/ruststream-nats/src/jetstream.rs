@@ -43,6 +43,7 @@ pub(crate) async fn subscribe(
     let subject = spec.address.as_str();
     names::check_subject(subject, true).map_err(SubscribeError::BadAddress)?;
     let stream = stream_for(&inner.js, subject, &options).await?;
+    crate::dead::ensure(inner, &spec, &stream).await?;
     let consumer = consumer_for(&stream, subject, &options, spec.in_flight).await?;
     let ack_wait = consumer.cached_info().config.ack_wait;
     let (stream_name, consumer_name) = {
@@ -121,6 +122,7 @@ async fn stream_for(
         name: name.clone(),
         subjects: vec![subject.to_owned()],
         num_replicas: options.replicas.unwrap_or(1),
+        description: Some(crate::dead::CREATED.to_owned()),
         ..stream::Config::default()
     };
     tracing::info!(stream = %name, subject, "nats: creating stream");
@@ -192,7 +194,11 @@ async fn consumer_for(
         .map_err(|error| jetstream_error("creating the consumer of", subject, error))
 }
 
-fn jetstream_error(doing: &str, subject: &str, error: impl std::fmt::Display) -> SubscribeError {
+pub(crate) fn jetstream_error(
+    doing: &str,
+    subject: &str,
+    error: impl std::fmt::Display,
+) -> SubscribeError {
     let text = error.to_string();
     if text.contains("no responders") || text.contains("not enabled") {
         SubscribeError::Refused(format!(

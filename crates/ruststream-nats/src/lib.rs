@@ -49,6 +49,7 @@
 mod acker;
 mod broker;
 mod core;
+mod dead;
 mod error;
 mod headers;
 mod inspect;
