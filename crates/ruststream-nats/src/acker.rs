@@ -1,5 +1,7 @@
-//! Settling JetStream deliveries: each settlement is the consumer's acknowledgement
-//! sent as a request (JetStream's "double ack"), so it is done once the server answers.
+//! Settling JetStream deliveries: each settlement is the consumer's acknowledgement,
+//! by default published (done once the client has taken it for writing; the server
+//! delivers again what it did not get), or, with `confirm_acks`, sent as a request
+//! (JetStream's "double ack"), done once the server answers.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -40,6 +42,8 @@ pub(crate) struct JsAcker {
     held: Mutex<HashMap<u64, Held>>,
     /// The next delivery's tag.
     next: AtomicU64,
+    /// Whether settlements wait for the server's answer.
+    confirmed: bool,
 }
 
 /// Where abandoned deliveries go: given back at once (`Open`: the pump pulls;
@@ -61,7 +65,7 @@ pub(crate) struct Held {
 }
 
 impl JsAcker {
-    pub(crate) fn new(broker: &Arc<Inner>) -> Self {
+    pub(crate) fn new(broker: &Arc<Inner>, confirmed: bool) -> Self {
         Self {
             client: broker.client.clone(),
             link: broker.link.subscribe(),
@@ -69,6 +73,7 @@ impl JsAcker {
             parked: Mutex::new(Parking::Open),
             held: Mutex::new(HashMap::new()),
             next: AtomicU64::new(1),
+            confirmed,
         }
     }
 
@@ -197,7 +202,16 @@ impl Acker for JsAcker {
             // The server delivers it again after ack_wait.
             return Settling::done(Err(AckError::Disconnected));
         }
-        Settling::pending(acknowledge(self.client.clone(), reply, body(settlement)))
+        if self.confirmed {
+            return Settling::pending(acknowledge(self.client.clone(), reply, body(settlement)));
+        }
+        let client = self.client.clone();
+        Settling::pending(async move {
+            client
+                .publish(reply, body(settlement))
+                .await
+                .map_err(|_| AckError::Disconnected)
+        })
     }
 
     /// Negatively acknowledges now, so that the server delivers it again at once.

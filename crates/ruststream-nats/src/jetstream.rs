@@ -39,6 +39,7 @@ pub(crate) async fn subscribe(
     inner: &Arc<Inner>,
     spec: SubscribeSpec,
     options: JetStream,
+    confirm_acks: bool,
 ) -> Result<Subscription, SubscribeError> {
     let subject = spec.address.as_str();
     names::check_subject(subject, true).map_err(SubscribeError::BadAddress)?;
@@ -65,7 +66,7 @@ pub(crate) async fn subscribe(
     // A graceful stop sends no further pull request and ends the stream after what the
     // outstanding ones bring (pump.rs).
     spec.drain.accept();
-    let acker = Arc::new(JsAcker::new(inner));
+    let acker = Arc::new(JsAcker::new(inner, confirm_acks));
     progress::start(Arc::downgrade(&acker), ack_wait, inner.link.subscribe());
     let attached = Attached::new();
     let deliveries = Pump {
