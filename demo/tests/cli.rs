@@ -420,3 +420,29 @@ fn asyncapi_prints_the_document() {
     assert!(text.starts_with("\"asyncapi\": \"3.0.0\""), "{text}");
     let _ = std::fs::remove_file(&out);
 }
+
+/// `--broker URL` goes before the command or after it (the README's first line puts it
+/// before), and `--help` lists the schemes this build opens.
+#[test]
+fn the_broker_option_goes_before_or_after_the_command() {
+    let p = unique_prefix("broker-first");
+    for args in [
+        &["--broker", "memory://", "dead-letters", "list", "x"][..],
+        &["dead-letters", "list", "x", "--broker", "memory://"][..],
+        &["dead-letters", "--broker", "memory://", "list", "x"][..],
+    ] {
+        let listed = demo("kafka://not-used:1", &p, args).expect_ok("list");
+        assert!(
+            listed.stdout.contains("dead letter(s) listed at x"),
+            "{args:?}: {}",
+            listed.stdout
+        );
+    }
+    let help = demo("memory://", &p, &["--help"]).expect_ok("help");
+    assert!(
+        help.stdout.contains("This build opens: memory://"),
+        "{}",
+        help.stdout
+    );
+    assert!(!help.stdout.contains("kafka://"), "{}", help.stdout);
+}

@@ -40,7 +40,7 @@ macro_rules! conformance_tests {
             graceful_stop,
             publish_from_handler,
             request_reply,
-            failed_copy_gives_back,
+            failed_copy_is_owed,
             retry_after_beyond_native_bound,
         );
     };

@@ -64,6 +64,11 @@ impl Service {
         }
     }
 
+    /// The service's readiness.
+    pub(crate) fn readiness(&self) -> ruststream::observe::Readiness {
+        self.running().readiness()
+    }
+
     /// The service's publisher.
     pub(crate) fn publisher(&self) -> Publisher {
         self.running().publisher()

@@ -31,7 +31,7 @@ pub struct PublishError {
 }
 
 /// Why a publish failed.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum PublishErrorKind {
     /// No connection to the broker.
@@ -54,6 +54,23 @@ pub enum PublishErrorKind {
     /// The broker is shutting down.
     #[error("broker closed")]
     Closed,
+}
+
+impl PublishErrorKind {
+    /// Whether the same publish may succeed later: an address that does not exist yet
+    /// may be made (a dead-letter queue an operator declares), a broker comes back; a
+    /// message too large for the broker never fits.
+    ///
+    /// ```
+    /// use ruststream_core::PublishErrorKind;
+    ///
+    /// assert!(PublishErrorKind::Disconnected.is_transient());
+    /// assert!(PublishErrorKind::BadAddress("no queue orders.dead".into()).is_transient());
+    /// assert!(!PublishErrorKind::TooLarge { size: 2, limit: 1 }.is_transient());
+    /// ```
+    pub fn is_transient(&self) -> bool {
+        !matches!(self, Self::TooLarge { .. })
+    }
 }
 
 /// A subscription that could not be opened.

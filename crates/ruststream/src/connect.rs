@@ -92,8 +92,43 @@ fn memory(_: &str, scheme: &str) -> Result<Arc<dyn Broker>, ConnectError> {
     Err(missing(scheme, "memory"))
 }
 
+/// The schemes [`connect`] opens in this build (those whose feature is on), for help
+/// texts.
+#[cfg_attr(not(feature = "cli"), allow(dead_code))]
+pub(crate) fn schemes() -> Vec<&'static str> {
+    let mut all = Vec::new();
+    if cfg!(feature = "memory") {
+        all.push("memory://");
+    }
+    if cfg!(feature = "redis") {
+        all.extend(["redis://", "redis-cluster://"]);
+    }
+    if cfg!(feature = "redis-tls") {
+        all.extend(["rediss://", "rediss-cluster://"]);
+    }
+    if cfg!(feature = "amqp") {
+        all.push("amqp://");
+    }
+    if cfg!(feature = "amqp-tls") {
+        all.push("amqps://");
+    }
+    if cfg!(feature = "lapin") {
+        all.push("amqp091://");
+    }
+    if cfg!(feature = "lapin-tls") {
+        all.push("amqps091://");
+    }
+    if cfg!(feature = "nats") {
+        all.extend(["nats://", "tls://", "nats+tls://"]);
+    }
+    all
+}
+
 #[cfg(feature = "redis")]
-async fn redis(url: &str, _: &str) -> Result<Arc<dyn Broker>, ConnectError> {
+async fn redis(url: &str, scheme: &str) -> Result<Arc<dyn Broker>, ConnectError> {
+    if scheme.starts_with("rediss") && !cfg!(feature = "redis-tls") {
+        return Err(missing(scheme, "redis-tls"));
+    }
     match ruststream_redis::RedisBroker::connect(url).await {
         Ok(broker) => Ok(Arc::new(broker)),
         Err(error) => Err(failed(url, &error)),
@@ -102,11 +137,21 @@ async fn redis(url: &str, _: &str) -> Result<Arc<dyn Broker>, ConnectError> {
 
 #[cfg(not(feature = "redis"))]
 async fn redis(_: &str, scheme: &str) -> Result<Arc<dyn Broker>, ConnectError> {
-    Err(missing(scheme, "redis"))
+    Err(missing(
+        scheme,
+        if scheme.starts_with("rediss") {
+            "redis-tls"
+        } else {
+            "redis"
+        },
+    ))
 }
 
 #[cfg(feature = "amqp")]
-async fn amqp(url: &str, _: &str) -> Result<Arc<dyn Broker>, ConnectError> {
+async fn amqp(url: &str, scheme: &str) -> Result<Arc<dyn Broker>, ConnectError> {
+    if scheme == "amqps" && !cfg!(feature = "amqp-tls") {
+        return Err(missing(scheme, "amqp-tls"));
+    }
     match ruststream_amqp::AmqpBroker::connect(url).await {
         Ok(broker) => Ok(Arc::new(broker)),
         Err(error) => Err(failed(url, &error)),
@@ -115,7 +160,14 @@ async fn amqp(url: &str, _: &str) -> Result<Arc<dyn Broker>, ConnectError> {
 
 #[cfg(not(feature = "amqp"))]
 async fn amqp(_: &str, scheme: &str) -> Result<Arc<dyn Broker>, ConnectError> {
-    let mut error = missing(scheme, "amqp");
+    let mut error = missing(
+        scheme,
+        if scheme == "amqps" {
+            "amqp-tls"
+        } else {
+            "amqp"
+        },
+    );
     if cfg!(feature = "lapin")
         && let ConnectError::MissingFeature { hint, .. } = &mut error
     {
@@ -268,6 +320,44 @@ mod tests {
             "memory://?form=list: bad option: setting form=\"list\" (url): unknown key for \
              the memory broker (it reads no settings)"
         );
+    }
+
+    /// The feature named is `ruststream`'s (the crate a user depends on), never the
+    /// adapter's own `tls`.
+    #[cfg(not(feature = "redis-tls"))]
+    #[tokio::test]
+    async fn rediss_without_its_feature_names_redis_tls() {
+        for url in ["rediss://h:6380", "rediss-cluster://h:7001"] {
+            let error = connect(url).await.err().expect("no TLS");
+            assert!(
+                error
+                    .to_string()
+                    .contains("needs the `redis-tls` feature of ruststream"),
+                "{error}"
+            );
+        }
+    }
+
+    #[cfg(not(feature = "amqp-tls"))]
+    #[tokio::test]
+    async fn amqps_without_its_feature_names_amqp_tls() {
+        let error = connect("amqps://h:5671").await.err().expect("no TLS");
+        assert!(
+            error
+                .to_string()
+                .contains("needs the `amqp-tls` feature of ruststream"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn the_schemes_are_those_of_the_build() {
+        let schemes = super::schemes();
+        assert_eq!(schemes.contains(&"memory://"), cfg!(feature = "memory"));
+        assert_eq!(schemes.contains(&"redis://"), cfg!(feature = "redis"));
+        assert_eq!(schemes.contains(&"rediss://"), cfg!(feature = "redis-tls"));
+        assert_eq!(schemes.contains(&"amqp091://"), cfg!(feature = "lapin"));
+        assert_eq!(schemes.contains(&"nats://"), cfg!(feature = "nats"));
     }
 
     #[cfg(not(feature = "lapin-tls"))]

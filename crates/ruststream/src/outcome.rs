@@ -32,6 +32,8 @@ pub struct Outcome {
     pub(crate) verdict: Verdict,
     pub(crate) after: Option<After>,
     pub(crate) reply: Option<crate::reply::PendingReply>,
+    // Why the handler asked for it (`because`): logged, and a dead letter's error.
+    pub(crate) reason: Option<Box<str>>,
 }
 
 /// Acknowledges the delivery: it is done.
@@ -60,7 +62,30 @@ impl Outcome {
             verdict,
             after: None,
             reply: None,
+            reason: None,
         }
+    }
+
+    /// Says why: the reason is logged with the delivery's settlement and, where a retry
+    /// runs out of attempts, becomes the dead letter's `x-ruststream-dead-letter-error`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ruststream::{Outcome, retry_after};
+    ///
+    /// fn gateway_down(error: std::io::Error) -> Outcome {
+    ///     retry_after(Duration::from_secs(10)).because(error)
+    /// }
+    /// # let _ = gateway_down(std::io::Error::other("timed out"));
+    /// ```
+    pub fn because(mut self, reason: impl fmt::Display) -> Self {
+        self.reason = Some(reason.to_string().into_boxed_str());
+        self
+    }
+
+    /// The reason given with [`because`](Outcome::because), if any.
+    pub fn reason(&self) -> Option<&str> {
+        self.reason.as_deref()
     }
 
     /// What the outcome asks for.
@@ -98,6 +123,7 @@ impl fmt::Debug for Outcome {
             .field("verdict", &self.verdict)
             .field("and_after", &self.after.is_some())
             .field("reply", &self.reply.is_some())
+            .field("reason", &self.reason)
             .finish()
     }
 }

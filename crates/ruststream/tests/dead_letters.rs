@@ -140,3 +140,26 @@ async fn every_reason_is_named() {
     }
     app.stop().await.expect("clean stop");
 }
+
+/// `retry().because(why)`: the last attempt's reason is the dead letter's error.
+#[tokio::test(start_paused = true)]
+async fn the_reason_of_the_last_retry_is_the_dead_letters_error() {
+    let app = TestApp::start_with(COPYING, |b| {
+        App::new(b).mount(
+            Mount::new("pay").max_attempts(2).dead_letter("pay.dead"),
+            |Attempt(a): Attempt, _: u32| async move {
+                retry().because(format!("gateway timed out (attempt {a})"))
+            },
+        )
+    })
+    .await;
+    app.publish("pay", &1).await;
+    wait_until("the dead letter", || app.messages("pay.dead").len() == 1).await;
+    let dead = &app.messages("pay.dead")[0];
+    assert_eq!(header(dead, DEAD_LETTER_REASON).as_deref(), Some("retry"));
+    assert_eq!(
+        header(dead, DEAD_LETTER_ERROR).as_deref(),
+        Some("gateway timed out (attempt 2)")
+    );
+    app.stop().await.expect("clean stop");
+}

@@ -575,3 +575,40 @@ async fn logs_at_trace_level_never_show_a_password() {
     assert!(!text.contains(secret), "a password in the logs:\n{text}");
     assert!(!text.contains(other), "a password in the logs:\n{text}");
 }
+
+/// A dead letter that could not be published is not counted as one: `plan="dead_letter"`
+/// counts the dead letters that went out, the failure counts as a settlement error, and
+/// `/ready` answers 503 naming the copy that fails.
+#[tokio::test]
+async fn a_dead_letter_not_published_counts_as_an_error_and_readiness_says_so() {
+    let metrics = Metrics::new();
+    let memory = MemoryBroker::with_capabilities(ruststream_core::Capabilities::SETTLES);
+    let running = App::new(support::Faulty::new(memory).refuse_publish_to("q.dead"))
+        .shutdown_timeout(Duration::from_millis(200))
+        .metrics(&metrics)
+        .http("127.0.0.1:0".parse().expect("an address"))
+        .mount(
+            Mount::new("q").max_attempts(1).dead_letter("q.dead"),
+            |_: u32| async { retry() },
+        )
+        .start()
+        .await
+        .expect("starts");
+    let addr = running.http_addr().expect("an endpoint");
+    running
+        .publisher()
+        .publish("q", &1)
+        .await
+        .expect("published");
+    let errors = series("ruststream_settlement_errors_total", "q", "");
+    let done = scrape_until(addr, "the failed dead letter", |s| value(s, &errors) == 1.0).await;
+    let dead = series("ruststream_settlements_total", "q", ",plan=\"dead_letter\"");
+    assert_eq!(value(&done, &dead), 0.0, "{done}");
+    let (status, body) = get(addr, "/ready").await;
+    assert_eq!(status, 503);
+    assert!(
+        body.contains("1 copy from q not published to q.dead"),
+        "{body}"
+    );
+    running.stop().await.expect("stops");
+}

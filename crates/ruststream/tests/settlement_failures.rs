@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use ruststream::memory::MemoryBroker;
 use ruststream::testing::TestApp;
 use ruststream::{App, Mount, Outcome, SettleError, Settled, ack, retry};
-use ruststream_core::{AckError, Capabilities, PublishErrorKind};
+use ruststream_core::{AckError, Address, Broker, Capabilities, PublishErrorKind};
 use support::{Calls, Faulty, REFUSAL, queue, wait_until, within};
 
 /// What the `after_settle` hook saw: each settlement's failure, if any, in order.
@@ -196,4 +196,78 @@ async fn a_refused_copy_leaves_the_original_and_the_loop_goes_on() {
     app.stop().await.expect("clean stop");
     assert_eq!(broker.messages("q").len(), 1, "the original came back");
     assert_eq!(&broker.messages("q")[0].payload[..], b"0");
+}
+
+/// A dead letter that cannot be published (a dead-letter queue that does not exist, a
+/// broker away) is owed: tried again with back-off while the original stays unsettled,
+/// **without running the handler again**; the service is not ready meanwhile and says
+/// why; once the copy is out, the original is settled and the service is ready again.
+#[tokio::test(start_paused = true)]
+async fn an_unpublishable_dead_letter_is_tried_again_without_running_the_handler() {
+    let calls = Calls::default();
+    let memory = MemoryBroker::with_capabilities(Capabilities::SETTLES);
+    let faulty = Faulty::new(memory.clone());
+    let outage = faulty.outage();
+    let running = App::new(faulty)
+        .mount(
+            Mount::new("q").max_attempts(1).dead_letter("q.dead"),
+            handler(&calls),
+        )
+        .start()
+        .await
+        .expect("starts");
+    let readiness = running.readiness();
+    outage.store(true, std::sync::atomic::Ordering::SeqCst);
+    memory
+        .publisher()
+        .publish(Address::new("q"), ruststream_core::Message::new("0"))
+        .await
+        .expect("published");
+    wait_until("the copy fails", || !readiness.is_ready()).await;
+    tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+    assert_eq!(payloads(&calls), ["0"], "the handler ran once");
+    assert_eq!(
+        readiness.failing_copies(),
+        [(Address::new("q"), Address::new("q.dead"), 1)]
+    );
+    let q = queue(&memory, "q");
+    assert_eq!((q.ready, q.unsettled), (0, 1), "the original is held");
+    outage.store(false, std::sync::atomic::Ordering::SeqCst);
+    wait_until("the copy is out", || readiness.is_ready()).await;
+    wait_until("the original is settled", || {
+        queue(&memory, "q").unsettled == 0
+    })
+    .await;
+    assert_eq!(memory.messages("q.dead").len(), 1);
+    assert_eq!(memory.ready("q"), 0);
+    assert_eq!(payloads(&calls), ["0"]);
+    within("stop", running.stop()).await.expect("clean stop");
+}
+
+/// A copy that stays unpublishable until a stop is handed back to the broker once the
+/// stop's grace period is over: a duplicate later, never a loss.
+#[tokio::test(start_paused = true)]
+async fn an_owed_copy_still_failing_at_a_stop_hands_the_original_back() {
+    let calls = Calls::default();
+    let memory = MemoryBroker::with_capabilities(Capabilities::SETTLES);
+    let running = App::new(Faulty::new(memory.clone()).refuse_publish_to("q.dead"))
+        .shutdown_timeout(std::time::Duration::from_secs(2))
+        .mount(
+            Mount::new("q").max_attempts(1).dead_letter("q.dead"),
+            handler(&calls),
+        )
+        .start()
+        .await
+        .expect("starts");
+    memory
+        .publisher()
+        .publish(Address::new("q"), ruststream_core::Message::new("0"))
+        .await
+        .expect("published");
+    let readiness = running.readiness();
+    wait_until("the copy fails", || !readiness.is_ready()).await;
+    within("stop", running.stop()).await.expect("clean stop");
+    assert_eq!(payloads(&calls), ["0"]);
+    assert_eq!(memory.ready("q"), 1, "the original came back");
+    assert!(memory.messages("q.dead").is_empty());
 }

@@ -6,7 +6,7 @@
 
 mod capabilities;
 mod failure;
-mod give_back;
+mod owed_copy;
 mod publish;
 mod request;
 mod retry;
@@ -16,7 +16,7 @@ mod shutdown;
 
 pub use capabilities::declared_capabilities;
 pub use failure::{decode_failure_drops, fail_fast_redelivers, panic_skip_acks};
-pub use give_back::failed_copy_gives_back;
+pub use owed_copy::failed_copy_is_owed;
 pub use publish::publish_from_handler;
 pub use request::request_reply;
 pub use retry::{

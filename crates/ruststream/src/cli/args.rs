@@ -8,14 +8,13 @@ use super::filter::{Filter, parse_age};
 
 /// A ruststream service.
 #[derive(Debug, Parser)]
-#[command(
-    args_conflicts_with_subcommands = true,
-    after_help = "Without a command the service runs (the same as `run`)."
-)]
+#[command(after_help = "Without a command the service runs (the same as `run`).")]
 pub(crate) struct Line {
-    /// The broker's URL: memory://, redis://, rediss://, redis-cluster://, amqp://, amqps://.
+    /// The broker's URL (the schemes this build opens are listed below); before or after
+    /// the command.
     #[arg(
         long,
+        long_help = broker_help(),
         global = true,
         env = "RUSTSTREAM_BROKER_URL",
         hide_env_values = true,
@@ -26,6 +25,14 @@ pub(crate) struct Line {
 
     #[command(subcommand)]
     pub(crate) command: Option<Command>,
+}
+
+/// The `--broker` help: the schemes this build opens.
+fn broker_help() -> String {
+    format!(
+        "The broker's URL, before or after the command. This build opens: {}",
+        crate::connect::schemes().join(", ")
+    )
 }
 
 #[derive(Debug, Subcommand)]

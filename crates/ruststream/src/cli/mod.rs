@@ -60,7 +60,7 @@ pub enum CliError {
     Connect(#[from] crate::ConnectError),
     /// The broker cannot browse messages.
     #[error(
-        "the {broker} broker cannot browse messages: the dead-letter tools need memory://, redis:// or amqp://"
+        "the {broker} broker cannot browse messages: the dead-letter tools need a broker that can (memory, redis, amqp, amqp091, nats)"
     )]
     NoInspect {
         /// The broker's name.

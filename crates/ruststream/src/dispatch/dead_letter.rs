@@ -24,6 +24,8 @@ pub(crate) struct Why<'a> {
     pub(crate) from: &'a Address,
     pub(crate) attempt: u32,
     pub(crate) cause: &'a Cause,
+    /// The handler's reason (`Outcome::because`), if it gave one.
+    pub(crate) reason: Option<&'a str>,
     pub(crate) service: &'a str,
 }
 
@@ -45,7 +47,7 @@ pub(crate) fn mark(message: &mut Message, why: &Why<'_>) {
             "retry",
             Some("delivered past max_attempts; the handler did not run again".to_owned()),
         ),
-        _ => ("retry", None),
+        _ => ("retry", why.reason.map(str::to_owned)),
     };
     headers.insert(DEAD_LETTER_REASON, HeaderValue::from_static(reason));
     if let Some(error) = error {

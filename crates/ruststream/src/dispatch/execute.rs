@@ -96,10 +96,49 @@ pub(super) fn execute(
     let subscription = why.from.clone();
     Execution::Copy(Box::pin(async move {
         let Some(delay) = delay else {
-            if let Err(error) = runtime.publish.publish(to, message).await {
-                sents.tell(Err(&error));
-                hand_back_later(delivery, &subscription, &runtime);
-                return Err(error.into());
+            if let Err(error) = runtime.publish.publish(to.clone(), message).await {
+                if !error.kind.is_transient() {
+                    sents.tell(Err(&error));
+                    hand_back_later(delivery, &subscription, &runtime);
+                    return Err(error.into());
+                }
+                // The copy is owed: tried again with back-off while the original stays
+                // unsettled (the handler does not run again); the original is settled
+                // once it is out, handed back if a stop gives up on it.
+                let kind = error.kind.clone();
+                let address = error.address.clone();
+                let copy = DelayedCopy {
+                    subscription: subscription.clone(),
+                    to,
+                    message: Message::default(),
+                    sents,
+                };
+                let after = runtime.clone();
+                runtime.deferred.owe_copy(
+                    copy,
+                    error,
+                    runtime.publish.clone(),
+                    move |published| async move {
+                        if !published {
+                            return std::mem::drop(delivery);
+                        }
+                        match settle_now(delivery, original, settles, &subscription, &after) {
+                            Ok(settling) => {
+                                if let Err(error) = settling.await {
+                                    tracing::warn!(%subscription, %error, "settlement after an owed copy failed");
+                                }
+                            }
+                            Err(error) => {
+                                tracing::warn!(%subscription, %error, "settlement after an owed copy failed");
+                            }
+                        }
+                    },
+                );
+                return Err(SettleError::Copy(ruststream_core::PublishError {
+                    address,
+                    kind,
+                    message: Message::default(),
+                }));
             }
             sents.tell(Ok(()));
             return Ok(settle_now(delivery, original, settles, &subscription, &runtime)?.await?);

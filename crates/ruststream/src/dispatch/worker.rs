@@ -274,7 +274,7 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
                 delivery.address(),
             );
         }
-        self.plan_observed(delivery, facts, outcome.verdict, cause)
+        self.plan_observed(delivery, facts, outcome.verdict, cause, outcome.reason())
     }
 
     /// [`Worker::plan`] with its logs.
@@ -286,6 +286,7 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
         facts: Facts,
         verdict: Verdict,
         cause: &Cause,
+        reason: Option<&str>,
     ) -> Plan {
         let plan = decide(
             verdict,
@@ -294,7 +295,7 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
             &self.mount.declaration,
             delivery.address(),
         );
-        self.observe(delivery, facts, verdict, cause, &plan);
+        self.observe(delivery, facts, verdict, cause, reason, &plan);
         plan
     }
 
@@ -306,6 +307,7 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
         facts: Facts,
         verdict: Verdict,
         cause: &Cause,
+        reason: Option<&str>,
         plan: &Plan,
     ) {
         let message_id = delivery.headers().get_str(MESSAGE_ID);
@@ -321,6 +323,7 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
                 attempt = facts.attempt,
                 ?verdict,
                 ?cause,
+                reason,
                 dead_letter,
                 ?plan,
                 "{}",
@@ -332,6 +335,7 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
             message_id,
             attempt = facts.attempt,
             ?verdict,
+            reason,
             ?plan,
             "handled"
         );
@@ -422,6 +426,7 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
             from: &self.mount.address,
             attempt: facts.attempt,
             cause: &cause,
+            reason: outcome.reason.as_deref(),
             service: &self.runtime.service,
         };
         let result = execute(

@@ -1,6 +1,8 @@
 //! The names the metrics and the spans give verdicts and plans.
 
-use ruststream_core::{Copy, Original, Plan, Settlement, Verdict};
+#[cfg(feature = "otel")]
+use ruststream_core::Verdict;
+use ruststream_core::{Copy, Original, Plan, Settlement};
 
 pub(crate) const VERDICTS: [&str; 4] = ["ack", "drop", "retry", "retry_after"];
 pub(crate) const PLANS: [&str; 11] = [

@@ -8,9 +8,11 @@ use crate::dispatch::Runtime;
 
 /// Whether a started service is live and ready: what `/health` and `/ready` answer.
 ///
-/// Ready while every subscription is attached to its broker and no stop was asked for;
-/// not ready while a subscription reconnects (its adapter detached it, see
-/// [`Attached`]) or once the service stops. Cheap to clone.
+/// Ready while every subscription is attached to its broker, every retry copy and dead
+/// letter gets published, and no stop was asked for; not ready while a subscription
+/// reconnects (its adapter detached it, see [`Attached`]), while a copy is being tried
+/// again because its publish failed (a dead-letter queue that does not exist, a broker
+/// away: [`Readiness::failing_copies`]), or once the service stops. Cheap to clone.
 ///
 /// ```
 /// # async fn demo() -> Result<(), ruststream::RunError> {
@@ -31,9 +33,18 @@ pub struct Readiness {
 }
 
 impl Readiness {
-    /// Whether every subscription is attached and no stop was asked for.
+    /// Whether every subscription is attached, no copy is failing and no stop was
+    /// asked for.
     pub fn is_ready(&self) -> bool {
-        !self.runtime.shutdown.is_triggered() && self.detached().next().is_none()
+        !self.runtime.shutdown.is_triggered()
+            && self.detached().next().is_none()
+            && !self.runtime.deferred.is_failing()
+    }
+
+    /// The copies whose publish failed and is being tried again, as (subscription,
+    /// destination, how many): while there are any, the service is not ready.
+    pub fn failing_copies(&self) -> Vec<(Address, Address, usize)> {
+        self.runtime.deferred.failing()
     }
 
     /// The subscriptions that are not attached now.

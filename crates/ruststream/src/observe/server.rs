@@ -70,6 +70,14 @@ async fn answer(
                 body.push_str(address.as_str());
                 body.push(';');
             }
+            for (subscription, to, n) in readiness.failing_copies() {
+                use std::fmt::Write as _;
+                let _ = write!(
+                    body,
+                    " {n} cop{} from {subscription} not published to {to};",
+                    if n == 1 { "y" } else { "ies" }
+                );
+            }
             body.push('\n');
             respond(&mut stream, 503, "text/plain", &body).await
         }

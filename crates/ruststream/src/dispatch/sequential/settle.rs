@@ -274,6 +274,7 @@ fn settle_slow<H: Handler<M>, M: 'static>(
         from: &worker.mount().address,
         attempt: facts.attempt,
         cause: &cause,
+        reason: outcome.reason.as_deref(),
         service: &worker.runtime().service,
     };
     next.settling = Some(execute(

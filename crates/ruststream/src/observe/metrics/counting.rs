@@ -10,7 +10,7 @@ use ruststream_core::{Address, Delivery, Message, PublishError, Verdict};
 use super::{BUCKETS, Metrics, Series, plan_kind};
 use crate::layer::{Layer, Middleware, PublishLayer, PublishMiddleware, Subscribed};
 use crate::outcome::Outcome;
-use crate::settled::{Cause, Settled};
+use crate::settled::{Cause, SettleError, Settled};
 
 /// The layer that counts into a [`Metrics`] (around mounts, and around the publisher).
 #[derive(Clone)]
@@ -64,7 +64,11 @@ impl Middleware for Counting {
             Verdict::RetryAfter(_) => 3,
         };
         series.verdicts[verdict].fetch_add(1, Ordering::Relaxed);
-        series.plans[plan_kind(settled.plan())].fetch_add(1, Ordering::Relaxed);
+        // A plan with a copy counts once the copy went out: a dead letter or retry copy
+        // that was not published is a settlement error instead.
+        if !matches!(settled.error(), Some(SettleError::Copy(_))) {
+            series.plans[plan_kind(settled.plan())].fetch_add(1, Ordering::Relaxed);
+        }
         let cause = match settled.cause() {
             Cause::Decode(_) => Some(&series.decode_failures),
             Cause::Panic(_) => Some(&series.panics),

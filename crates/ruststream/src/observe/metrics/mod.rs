@@ -170,7 +170,7 @@ impl Metrics {
         header(
             &mut out,
             "ruststream_settlements_total",
-            "Settlements carried out, by plan (a copy's kind where there is one, else what became of the original).",
+            "Settlements carried out, by plan (a copy's kind where there is one, else what became of the original); a copy not published or a settlement refused counts in ruststream_settlement_errors_total instead.",
             "counter",
         );
         for s in &subscriptions {
