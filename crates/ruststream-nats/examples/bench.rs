@@ -1,14 +1,18 @@
-//! Consume throughput on JetStream, four ways, all at least once with a confirmed
-//! acknowledgement (JetStream's double ack: the server answers each `+ACK`) sent after
-//! the message's 512-byte JSON has been decoded (serde) into the same struct:
+//! Consume throughput on JetStream, each message's 512-byte JSON decoded (serde) into
+//! the same struct before its acknowledgement:
 //!
 //! * `raw`: an async-nats pull consumer (`messages()`, batch 65): decode, `double_ack`
-//!   awaited, next: the plain loop;
-//! * `raw-pipelined`: the same, with up to 64 acknowledgements under way while the next
-//!   messages are decoded (as the runtime lets settlements trail behind its loop);
+//!   (confirmed by the server) awaited, next: the plain loop;
+//! * `raw-pipelined`: the same, with up to 64 confirmed acknowledgements under way while
+//!   the next messages are decoded (as the runtime lets settlements trail behind its loop);
+//! * `raw-plain`: the same pull consumer with a plain `ack` (published, no answer)
+//!   awaited per message: what the adapter does by default;
 //! * `framework`: a `ruststream::App` on `NatsBroker`, one mount with an
-//!   `async fn(Order) -> Outcome` returning `ack()`, default (sequential) handling;
-//! * `framework-workers`: the same mount with `workers(64)`.
+//!   `async fn(Order) -> Outcome` returning `ack()`, default (sequential) handling and
+//!   default (plain) acknowledgements;
+//! * `framework-workers`: the same mount with `workers(64)`;
+//! * `framework-confirmed`, `framework-workers-confirmed`: the two above with
+//!   `JetStream::confirm_acks(true)`.
 //!
 //! ```text
 //! cargo run --release -p ruststream-nats --example bench -- [URL] [MESSAGES] [ROUNDS]
@@ -17,7 +21,7 @@
 //! Defaults: `nats://127.0.0.1:4222`, 20000 messages, 3 rounds. Each variant gets a
 //! fresh stream filled beforehand (not timed), deleted after; the order of the
 //! variants rotates from round to round. Timing: from the first message pulled
-//! (`framework`: from `on_start`) to the last acknowledgement confirmed.
+//! (`framework`: from `on_start`) to the last acknowledgement settled.
 
 use std::sync::Arc;
 use std::sync::OnceLock;
@@ -28,7 +32,7 @@ use async_nats::jetstream::{self, consumer::pull, stream};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use ruststream::{App, Mount, Outcome, Settled, ack};
-use ruststream_nats::NatsBroker;
+use ruststream_nats::{JetStream, NatsBroker};
 use serde::Deserialize;
 
 #[derive(Debug, Deserialize)]
@@ -82,6 +86,7 @@ async fn raw(
     subject: &str,
     n: usize,
     window: usize,
+    confirmed: bool,
 ) -> Duration {
     let stream = js.get_stream(name).await.expect("stream");
     let consumer = stream
@@ -106,7 +111,13 @@ async fn raw(
         started.get_or_insert_with(Instant::now);
         let order: Order = serde_json::from_slice(&message.payload).expect("json");
         std::hint::black_box((order.id, order.pad.len()));
-        acks.push(async move { message.double_ack().await });
+        acks.push(async move {
+            if confirmed {
+                message.double_ack().await
+            } else {
+                message.ack().await
+            }
+        });
         while acks.len() >= window {
             acks.next().await.expect("ack").expect("acked");
         }
@@ -117,8 +128,15 @@ async fn raw(
     started.expect("started").elapsed()
 }
 
-/// The framework's time with the default sequential mount, or with `workers(n)`.
-async fn framework(url: &str, subject: &str, n: usize, workers: Option<usize>) -> Duration {
+/// The framework's time with the default sequential mount, or with `workers(n)`; with
+/// confirmed acknowledgements if `confirmed`.
+async fn framework(
+    url: &str,
+    subject: &str,
+    n: usize,
+    workers: Option<usize>,
+    confirmed: bool,
+) -> Duration {
     let broker = NatsBroker::connect(url).await.expect("connect");
     let started = Arc::new(OnceLock::new());
     let finished = Arc::new(OnceLock::new());
@@ -135,6 +153,9 @@ async fn framework(url: &str, subject: &str, n: usize, workers: Option<usize>) -
     let mut mount = Mount::new(subject);
     if let Some(workers) = workers {
         mount = mount.workers(workers);
+    }
+    if confirmed {
+        mount = mount.option(JetStream::new().confirm_acks(true));
     }
     let running = App::new(broker)
         .mount(mount, handle)
@@ -179,7 +200,15 @@ async fn main() {
     let n: usize = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(20_000);
     let rounds: usize = args.get(3).and_then(|a| a.parse().ok()).unwrap_or(3);
     let js = jetstream::new(async_nats::connect(&url).await.expect("connect"));
-    let variants = ["raw", "raw-pipelined", "framework", "framework-workers"];
+    let variants = [
+        "raw",
+        "raw-pipelined",
+        "raw-plain",
+        "framework",
+        "framework-workers",
+        "framework-confirmed",
+        "framework-workers-confirmed",
+    ];
     let mut rates: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
     for round in 0..rounds {
         for k in 0..variants.len() {
@@ -188,18 +217,21 @@ async fn main() {
             let subject = format!("rsbench.{}", variants[v]);
             fill(&js, &name, &subject, n).await;
             let took = match variants[v] {
-                "raw" => raw(&js, &name, &subject, n, 1).await,
-                "raw-pipelined" => raw(&js, &name, &subject, n, 64).await,
-                "framework" => framework(&url, &subject, n, None).await,
-                _ => framework(&url, &subject, n, Some(WORKERS)).await,
+                "raw" => raw(&js, &name, &subject, n, 1, true).await,
+                "raw-pipelined" => raw(&js, &name, &subject, n, 64, true).await,
+                "raw-plain" => raw(&js, &name, &subject, n, 1, false).await,
+                "framework" => framework(&url, &subject, n, None, false).await,
+                "framework-workers" => framework(&url, &subject, n, Some(WORKERS), false).await,
+                "framework-confirmed" => framework(&url, &subject, n, None, true).await,
+                _ => framework(&url, &subject, n, Some(WORKERS), true).await,
             };
             let rate = n as f64 / took.as_secs_f64();
-            println!("round {round} {:<14} {:>9.0} msg/s", variants[v], rate);
+            println!("round {round} {:<27} {:>9.0} msg/s", variants[v], rate);
             rates[v].push(rate);
             let _ = js.delete_stream(&name).await;
         }
     }
     for (v, r) in variants.iter().zip(rates) {
-        println!("median {v:<14} {:>9.0} msg/s  ({r:.0?})", median(r.clone()));
+        println!("median {v:<27} {:>9.0} msg/s  ({r:.0?})", median(r.clone()));
     }
 }

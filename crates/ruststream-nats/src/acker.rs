@@ -1,5 +1,7 @@
-//! Settling JetStream deliveries: each settlement is the consumer's acknowledgement
-//! sent as a request (JetStream's "double ack"), so it is done once the server answers.
+//! Settling JetStream deliveries: each settlement is the consumer's acknowledgement,
+//! by default published (done once the client has taken it for writing; the server
+//! delivers again what it did not get), or, with `confirm_acks`, sent as a request
+//! (JetStream's "double ack"), done once the server answers.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -36,10 +38,12 @@ pub(crate) struct JsAcker {
     /// While the subscription stops: the deliveries abandoned meanwhile, given back by
     /// its pump once its pull subscription is gone (else the server would deliver them
     /// to it again, and they would wait out `ack_wait`).
-    parked: Mutex<Parking>,
+    parked: Arc<Mutex<Parking>>,
     held: Mutex<HashMap<u64, Held>>,
     /// The next delivery's tag.
     next: AtomicU64,
+    /// Whether settlements wait for the server's answer.
+    confirmed: bool,
 }
 
 /// Where abandoned deliveries go: given back at once (`Open`: the pump pulls;
@@ -61,14 +65,15 @@ pub(crate) struct Held {
 }
 
 impl JsAcker {
-    pub(crate) fn new(broker: &Arc<Inner>) -> Self {
+    pub(crate) fn new(broker: &Arc<Inner>, confirmed: bool) -> Self {
         Self {
             client: broker.client.clone(),
             link: broker.link.subscribe(),
             broker: Arc::downgrade(broker),
-            parked: Mutex::new(Parking::Open),
+            parked: Arc::new(Mutex::new(Parking::Open)),
             held: Mutex::new(HashMap::new()),
             next: AtomicU64::new(1),
+            confirmed,
         }
     }
 
@@ -120,7 +125,7 @@ impl JsAcker {
     /// From now on abandoned deliveries wait for [`unpark`](Self::unpark), unless the
     /// pump is already gone.
     pub(crate) fn park(&self) {
-        let mut parked = self.parked.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut parked = lock(&self.parked);
         if let Parking::Open = *parked {
             *parked = Parking::Parked(Vec::new());
         }
@@ -128,7 +133,7 @@ impl JsAcker {
 
     /// What was abandoned since [`park`](Self::park); later ones are given back at once.
     pub(crate) fn unpark(&self) -> Vec<Subject> {
-        let mut parked = self.parked.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut parked = lock(&self.parked);
         match std::mem::replace(&mut *parked, Parking::PumpGone) {
             Parking::Parked(replies) => replies,
             Parking::Open | Parking::PumpGone => Vec::new(),
@@ -149,6 +154,14 @@ impl JsAcker {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Held>> {
         self.held.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// How long a delivery abandoned while its subscription pulls waits before it is given
+/// back (see [`JsAcker::abandon`]).
+const ABANDON_WAIT: Duration = Duration::from_millis(500);
+
+fn lock(parked: &Mutex<Parking>) -> std::sync::MutexGuard<'_, Parking> {
+    parked.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// The acknowledgement body of a settlement.
@@ -197,10 +210,22 @@ impl Acker for JsAcker {
             // The server delivers it again after ack_wait.
             return Settling::done(Err(AckError::Disconnected));
         }
-        Settling::pending(acknowledge(self.client.clone(), reply, body(settlement)))
+        if self.confirmed {
+            return Settling::pending(acknowledge(self.client.clone(), reply, body(settlement)));
+        }
+        let client = self.client.clone();
+        Settling::pending(async move {
+            client
+                .publish(reply, body(settlement))
+                .await
+                .map_err(|_| AckError::Disconnected)
+        })
     }
 
-    /// Negatively acknowledges now, so that the server delivers it again at once.
+    /// Negatively acknowledges, so that the server delivers it again soon: after
+    /// [`ABANDON_WAIT`] while the subscription pulls (a stop may follow: then it goes
+    /// back with the rest once the pulling stopped), at once, with a delay, once the
+    /// pump is gone.
     fn abandon(&self, tag: Tag, _message: Message) {
         let Some(reply) = self.take(&tag) else {
             return;
@@ -208,15 +233,13 @@ impl Acker for JsAcker {
         if !self.is_up() {
             return;
         }
-        // Once the pump is gone, a pull request of its may still wait on the server, which
-        // would take a delivery given back at once: given back after it has expired.
-        let nak = match &mut *self.parked.lock().unwrap_or_else(PoisonError::into_inner) {
+        let open = match &mut *lock(&self.parked) {
             Parking::Parked(parked) => {
                 parked.push(reply);
                 return;
             }
-            Parking::Open => Bytes::from_static(NAK),
-            Parking::PumpGone => body(Settlement::RequeueAfter(crate::jetstream::EXPIRES)),
+            Parking::Open => true,
+            Parking::PumpGone => false,
         };
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             tracing::warn!(
@@ -225,8 +248,25 @@ impl Acker for JsAcker {
             );
             return;
         };
-        let client = self.client.clone();
+        let (client, parked) = (self.client.clone(), self.parked.clone());
         let task = runtime.spawn(async move {
+            // Abandoned while the subscription pulls is most often the first step of a
+            // stop (a fail_fast): given back at once, the server would deliver it into
+            // the stopping subscription again and count it twice.
+            if open {
+                tokio::time::sleep(ABANDON_WAIT).await;
+            }
+            // Once the pump is gone, a pull request of its may still wait on the
+            // server, which would take a delivery given back at once: given back after
+            // it has expired.
+            let nak = match &mut *lock(&parked) {
+                Parking::Parked(parked) => {
+                    parked.push(reply);
+                    return;
+                }
+                Parking::Open => Bytes::from_static(NAK),
+                Parking::PumpGone => body(Settlement::RequeueAfter(crate::jetstream::EXPIRES)),
+            };
             if let Err(error) = acknowledge(client, reply, nak).await {
                 tracing::warn!(%error, "nats: abandoned delivery not given back: it comes back after ack_wait");
             }

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use async_nats::jetstream;
 use ruststream_core::{
-    Address, BoxFuture, Broker, Capabilities, Inspect, Publish, Replies, SubscribeError,
-    SubscribeSpec, Subscription,
+    Address, BoxFuture, Broker, Capabilities, Inspect, Publish, Replies, Setting, SubscribeError,
+    SubscribeSpec, Subscription, split_query,
 };
 use tokio::task::JoinHandle;
 
@@ -44,14 +44,25 @@ pub(crate) struct Inner {
     drains: Mutex<Vec<JoinHandle<()>>>,
     closed: AtomicBool,
     replies: AtomicU64,
+    /// The settings of the URL's query (`settings.rs`).
+    url_settings: Vec<Setting>,
 }
 
 impl NatsBroker {
-    /// Connects to `url` (`nats://host:port`, `tls://…`, several separated by commas).
+    /// Connects to `url` (`nats://host:port`, `tls://…`, several separated by commas;
+    /// a query holds settings, `?confirm_acks=true`).
     ///
     /// The client reconnects by itself, without end, once connected; the first
     /// connection is tried once (an unreachable server is an error).
     pub async fn connect(url: &str) -> Result<Self, ConnectError> {
+        let (url, url_settings) = split_query(url, |_| false);
+        let url = url.as_str();
+        crate::settings::read(&url_settings, &ruststream_core::Options::default()).map_err(
+            |error| ConnectError::BadUrl {
+                url: url::redact(url),
+                reason: error.to_string(),
+            },
+        )?;
         let servers = url::servers(url)?;
         let link = link::new();
         let events = link.clone();
@@ -77,6 +88,7 @@ impl NatsBroker {
                 drains: Mutex::new(Vec::new()),
                 closed: AtomicBool::new(false),
                 replies: AtomicU64::new(0),
+                url_settings,
             }),
         })
     }
@@ -138,6 +150,7 @@ impl Broker for NatsBroker {
                 return Err(SubscribeError::Closed);
             }
             spec.options.check(self.name())?;
+            let configured = crate::settings::read(&self.inner.url_settings, &spec.options)?;
             match (spec.options.get::<Core>(), spec.options.get::<JetStream>()) {
                 (Some(_), Some(_)) => Err(SubscribeError::BadOption(
                     "a mount takes either Core or JetStream, not both".into(),
@@ -148,7 +161,8 @@ impl Broker for NatsBroker {
                 }
                 (None, js) => {
                     let js = js.cloned().unwrap_or_default();
-                    crate::jetstream::subscribe(&self.inner, spec, js).await
+                    let confirm = crate::settings::confirm_acks(&js, configured);
+                    crate::jetstream::subscribe(&self.inner, spec, js, confirm).await
                 }
             }
         })

@@ -10,6 +10,7 @@ use ruststream_core::{Attached, Capabilities, SubscribeError, SubscribeSpec, Sub
 
 use crate::acker::JsAcker;
 use crate::broker::Inner;
+use crate::pull::Puller;
 use crate::pump::Pump;
 use crate::reader::Reader;
 use crate::{JetStream, names, progress};
@@ -38,32 +39,44 @@ pub(crate) async fn subscribe(
     inner: &Arc<Inner>,
     spec: SubscribeSpec,
     options: JetStream,
+    confirm_acks: bool,
 ) -> Result<Subscription, SubscribeError> {
     let subject = spec.address.as_str();
     names::check_subject(subject, true).map_err(SubscribeError::BadAddress)?;
     let stream = stream_for(&inner.js, subject, &options).await?;
+    crate::dead::ensure(inner, &spec, &stream).await?;
     let consumer = consumer_for(&stream, subject, &options, spec.in_flight).await?;
     let ack_wait = consumer.cached_info().config.ack_wait;
-    let messages = consumer
-        .stream()
-        .max_messages_per_batch(spec.in_flight.clamp(1, 1024))
-        .expires(EXPIRES)
-        .heartbeat(HEARTBEAT)
-        .messages()
-        .await
-        .map_err(|error| {
-            SubscribeError::Refused(format!("pulling from consumer of {subject}: {error}"))
-        })?;
-    let acker = Arc::new(JsAcker::new(inner));
+    let (stream_name, consumer_name) = {
+        let info = consumer.cached_info();
+        (info.stream_name.clone(), info.name.clone())
+    };
+    let puller = Puller::new(
+        &inner.client,
+        &stream_name,
+        &consumer_name,
+        spec.in_flight.clamp(1, 1024),
+        EXPIRES,
+        HEARTBEAT,
+    )
+    .await
+    .map_err(|error| {
+        SubscribeError::Disconnected(format!("pulling from consumer of {subject}: {error}"))
+    })?;
+    // A graceful stop sends no further pull request and ends the stream after what the
+    // outstanding ones bring (pump.rs).
+    spec.drain.accept();
+    let acker = Arc::new(JsAcker::new(inner, confirm_acks));
     progress::start(Arc::downgrade(&acker), ack_wait, inner.link.subscribe());
     let attached = Attached::new();
     let deliveries = Pump {
         inner: inner.clone(),
         address: spec.address.clone(),
         consumer,
-        messages,
+        puller,
         acker: acker.clone(),
         attached: attached.clone(),
+        drain: spec.drain.clone(),
     }
     .start();
     let reader = Reader::jetstream(inner, spec.address, deliveries, acker, attached.clone());
@@ -110,6 +123,7 @@ async fn stream_for(
         name: name.clone(),
         subjects: vec![subject.to_owned()],
         num_replicas: options.replicas.unwrap_or(1),
+        description: Some(crate::dead::CREATED.to_owned()),
         ..stream::Config::default()
     };
     tracing::info!(stream = %name, subject, "nats: creating stream");
@@ -181,7 +195,11 @@ async fn consumer_for(
         .map_err(|error| jetstream_error("creating the consumer of", subject, error))
 }
 
-fn jetstream_error(doing: &str, subject: &str, error: impl std::fmt::Display) -> SubscribeError {
+pub(crate) fn jetstream_error(
+    doing: &str,
+    subject: &str,
+    error: impl std::fmt::Display,
+) -> SubscribeError {
     let text = error.to_string();
     if text.contains("no responders") || text.contains("not enabled") {
         SubscribeError::Refused(format!(

@@ -4,10 +4,14 @@
 //! A mount's subject is consumed, by default, through a durable pull consumer of the
 //! JetStream stream that holds it ([`JetStream`]): the stream and the consumer are
 //! found, checked or created when the service starts. Every settlement is an
-//! acknowledgement the server confirms (a request: `Accept` and `Remove` are `+ACK`,
-//! `Reject` is `+TERM`, `Requeue` is `-NAK`, `RequeueAfter(d)` is `-NAK` with the
-//! delay), so a `Settling` resolves once the server has it, and with
-//! `AckError::Disconnected` if the connection fails first. The attempt number is the
+//! acknowledgement (`Accept` and `Remove` are `+ACK`, `Reject` is `+TERM`, `Requeue` is
+//! `-NAK`, `RequeueAfter(d)` is `-NAK` with the delay), by default published, so a
+//! `Settling` resolves once the client has taken it for writing (the server delivers
+//! again, after `ack_wait`, what it did not get); with [`JetStream::confirm_acks`] (or
+//! the setting `confirm_acks=true`) each is a request the server answers, and a
+//! `Settling` resolves once the server has it, with `AckError::Disconnected` if the
+//! connection fails first. A settlement while the connection is down is
+//! `AckError::Disconnected` either way. The attempt number is the
 //! consumer's delivery count; the attempt cap and the dead letter are the runtime's
 //! (the consumer's `max_deliver` is left unlimited: JetStream only stops delivering at
 //! it, and would lose the message without a word). A handler that runs long has its
@@ -49,6 +53,7 @@
 mod acker;
 mod broker;
 mod core;
+mod dead;
 mod error;
 mod headers;
 mod inspect;
@@ -59,8 +64,10 @@ mod options;
 mod poison;
 mod progress;
 mod publisher;
+mod pull;
 mod pump;
 mod reader;
+mod settings;
 mod url;
 
 pub use broker::{NatsBroker, default_url};

@@ -27,6 +27,7 @@ pub struct JetStream {
     pub(crate) ack_wait: Option<Duration>,
     pub(crate) max_ack_pending: Option<u32>,
     pub(crate) replicas: Option<usize>,
+    pub(crate) confirm_acks: Option<bool>,
 }
 
 impl JetStream {
@@ -63,6 +64,16 @@ impl JetStream {
     /// count, room for a pull batch in transit and deliveries waiting out a delay).
     pub fn max_ack_pending(mut self, max: u32) -> Self {
         self.max_ack_pending = Some(max);
+        self
+    }
+
+    /// Whether each settlement waits for the server's answer (JetStream's "double ack",
+    /// a round trip per delivery). Default `false`: a settlement is a plain
+    /// acknowledgement, done once the client has taken it for writing; one the server
+    /// never got (the connection lost meanwhile) is delivered again after `ack_wait`.
+    /// Wins over the `confirm_acks` setting (URL query or mount setting).
+    pub fn confirm_acks(mut self, confirm: bool) -> Self {
+        self.confirm_acks = Some(confirm);
         self
     }
 

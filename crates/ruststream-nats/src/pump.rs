@@ -4,39 +4,55 @@
 //! delivery for the subscription's reader. The server bounds what is queued: the
 //! consumer's `max_ack_pending`.
 //!
-//! When the reader goes away or the broker closes, the pump stops pulling and gives
-//! back (`-NAK`) what the client had received and not queued; deliveries still queued
-//! are given back as they are dropped (`Acker::abandon`).
+//! A drain (a graceful stop) ends the pulling the same way, and everything the
+//! outstanding requests bring goes to the reader, which then ends: the runtime handles
+//! and settles it, nothing is given back unhandled.
+//!
+//! When the reader goes away or the broker closes, the pump sends no further pull
+//! request, takes in what the outstanding ones still bring, and only then gives back
+//! (`-NAK`) what the client had received and not queued; deliveries still queued are
+//! given back as they are dropped (`Acker::abandon`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_nats::jetstream::consumer::{PullConsumer, pull};
+use async_nats::jetstream::consumer::PullConsumer;
 use async_nats::jetstream::context::ConsumerInfoErrorKind;
-use futures_util::StreamExt;
-use ruststream_core::{Acker, Address, Attached, ConsumeError, Delivery, Settlement, Tag};
+use ruststream_core::{Acker, Address, Attached, ConsumeError, Delivery, Drain, Settlement, Tag};
 use tokio::sync::mpsc;
 
 use crate::acker::{JsAcker, acknowledge, body};
 use crate::broker::Inner;
 use crate::link::Link;
+use crate::pull::{Pulled, Puller, Trouble, ack_info};
 use crate::{headers, names};
 
 pub(crate) type Item = Result<Delivery, ConsumeError>;
 
-/// How long a stopping pump waits for one more message before it gives back what it has.
-const SETTLE_DOWN: Duration = Duration::from_millis(200);
-/// How long, at most, a stopping pump takes messages in.
-const GIVE_BACK_WAIT: Duration = Duration::from_secs(2);
+/// How long, at most, a stopping pump takes messages in (past its puller's own bound).
+const GIVE_BACK_WAIT: Duration = Duration::from_secs(5);
 
 /// What the pump needs to make deliveries.
 pub(crate) struct Pump {
     pub(crate) inner: Arc<Inner>,
     pub(crate) address: Address,
     pub(crate) consumer: PullConsumer,
-    pub(crate) messages: pull::Stream,
+    pub(crate) puller: Puller,
     pub(crate) acker: Arc<JsAcker>,
     pub(crate) attached: Attached,
+    /// The graceful stop's request (accepted at subscribe).
+    pub(crate) drain: Drain,
+}
+
+/// Why the pump's loop ended.
+#[derive(PartialEq, Eq)]
+enum End {
+    /// The reader went, or the connection closed: give back what came.
+    Stop,
+    /// The consumer is gone: nothing to give back to.
+    ConsumerGone,
+    /// Drained: everything the requests brought went to the reader.
+    Drained,
 }
 
 impl Pump {
@@ -53,16 +69,28 @@ impl Pump {
         let dyn_acker: Arc<dyn Acker> = self.acker.clone();
         let mut link = self.inner.link.subscribe();
         let mut was_down = false;
-        loop {
-            let item = tokio::select! {
-                () = tx.closed() => break,
+        let drain = self.drain.clone();
+        let mut draining = false;
+        let end = loop {
+            let pulled = tokio::select! {
+                () = tx.closed() => break End::Stop,
+                () = drain.requested(), if !draining => {
+                    // No further pull request; what the outstanding ones bring still
+                    // goes to the reader, then the stream ends.
+                    draining = true;
+                    self.puller.stop();
+                    tracing::debug!(subject = %self.address, "nats: draining");
+                    continue;
+                }
                 changed = link.changed() => {
                     let state = if changed.is_err() { Link::Closed } else { *link.borrow_and_update() };
                     match state {
-                        Link::Closed => break,
+                        Link::Closed => break End::Stop,
                         Link::Down(_) => was_down = true,
                         Link::Up if was_down => {
                             was_down = false;
+                            // The server may have lost the requests with the connection.
+                            self.puller.reset();
                             for item in self.unreadable(wildcard, &dyn_acker).await {
                                 if tx.send(item).is_err() {
                                     break;
@@ -73,51 +101,71 @@ impl Pump {
                     }
                     continue;
                 }
-                item = self.messages.next() => item,
+                pulled = self.puller.next() => pulled,
             };
-            let item = match item {
-                None => {
-                    tracing::warn!(subject = %self.address, "nats: the pull subscription ended");
-                    break;
+            let item = match pulled {
+                Pulled::Message(message) => self.delivery(*message, wildcard, &dyn_acker),
+                Pulled::Trouble(_) if was_down => continue,
+                Pulled::Trouble(trouble) => {
+                    let (report, gone) = self.pull_failed(&trouble).await;
+                    if gone {
+                        let _ = tx.send(Err(report));
+                        break End::ConsumerGone;
+                    }
+                    Err(report)
                 }
-                Some(Err(error)) => Err(self.pull_failed(error.to_string()).await),
-                Some(Ok(message)) => match self.delivery(message, wildcard, &dyn_acker) {
-                    Some(item) => item,
-                    None => continue,
-                },
+                Pulled::Done { .. } if draining => break End::Drained,
+                Pulled::Done { .. } => {
+                    tracing::warn!(subject = %self.address, "nats: the pull subscription ended");
+                    break End::Stop;
+                }
             };
             // A delivery the reader no longer takes is dropped here: given back.
             if tx.send(item).is_err() {
-                break;
+                break End::Stop;
             }
-        }
-        self.give_back().await;
+        };
+        self.give_back(end).await;
     }
 
     fn delivery(
         &self,
-        message: async_nats::jetstream::Message,
+        message: async_nats::Message,
         wildcard: bool,
         acker: &Arc<dyn Acker>,
-    ) -> Option<Item> {
-        let (stream_seq, delivered) = match message.info() {
-            Ok(info) => (info.stream_sequence, info.delivered),
-            Err(error) => {
-                return Some(Err(ConsumeError(format!(
-                    "nats: a message on {} without JetStream metadata: {error}",
-                    self.address
-                ))));
-            }
+    ) -> Item {
+        let reply = message.reply.clone();
+        let info = reply.as_deref().and_then(ack_info);
+        let (Some(reply), Some((stream, delivered, stream_seq))) = (reply.as_ref(), info) else {
+            return Err(ConsumeError(format!(
+                "nats: a message on {} with an acknowledgement subject it cannot read: {}",
+                self.address,
+                reply.as_deref().unwrap_or_default()
+            )));
         };
-        let message = message.message;
-        let reply = message.reply?;
-        let tag = self.acker.hold(stream_seq, reply);
+        // A stored message whose header block begins with a status line, as the server's
+        // own messages do: published by a client that wrote the protocol by hand.
+        let defect = message.status.map(|status| {
+            let line = format!(
+                "NATS/1.0 {} {}",
+                status.as_u16(),
+                message.description.as_deref().unwrap_or_default()
+            );
+            tracing::warn!(%stream, seq = stream_seq, status = %line.trim_end(),
+                "nats: a stored message whose header block begins with a status line: handed over with a defect");
+            format!(
+                "nats: stream {stream} message {stream_seq}: its header block begins with a \
+                 status line ({}), not a message's headers",
+                line.trim_end()
+            )
+        });
+        let tag = self.acker.hold(stream_seq, reply.clone());
         let address = if wildcard {
             Address::new(message.subject.as_str())
         } else {
             self.address.clone()
         };
-        let delivery = Delivery::new(
+        let mut delivery = Delivery::new(
             message.payload,
             headers::from_nats(message.headers.as_ref()),
             address,
@@ -125,68 +173,87 @@ impl Pump {
             acker.clone(),
         )
         .with_broker_attempt(u32::try_from(delivered).unwrap_or(u32::MAX));
-        Some(Ok(delivery))
+        if let Some(defect) = defect {
+            delivery = delivery.with_defect(defect);
+        }
+        Ok(delivery)
     }
 
-    /// A pull failed (missed heartbeats, most often while the connection or a cluster
-    /// leader changes). If the consumer is gone (deleted by hand), the subscription
-    /// receives nothing more: it detaches (not ready) and says so; it does not make the
-    /// consumer again, which would deliver the whole stream anew.
-    async fn pull_failed(&mut self, error: String) -> ConsumeError {
+    /// The server said something about the pull requests (a missed heartbeat, most often
+    /// while the connection or a cluster leader changes, or "consumer deleted"). Only the
+    /// consumer's info says it is gone: then the subscription receives nothing more, it
+    /// detaches (not ready) and says so (`true`); it does not make the consumer again,
+    /// which would deliver the whole stream anew. Otherwise pulling goes on.
+    async fn pull_failed(&mut self, trouble: &Trouble) -> (ConsumeError, bool) {
         match self.consumer.info().await {
             Err(lookup) if lookup.kind() == ConsumerInfoErrorKind::NotFound => {
                 self.attached.detach();
-                ConsumeError(format!(
+                let report = format!(
                     "nats: the consumer of {} was deleted: the subscription receives nothing \
-                     until the service starts again ({error})",
+                     until the service starts again ({trouble})",
                     self.address
-                ))
+                );
+                tracing::error!(subject = %self.address, "{report}");
+                (ConsumeError(report), true)
             }
-            _ => ConsumeError(format!("nats: pulling from {}: {error}", self.address)),
+            _ => (
+                ConsumeError(format!("nats: pulling from {}: {trouble}", self.address)),
+                false,
+            ),
         }
     }
 
     /// What the client received and the pump did not take goes back at once, not after
-    /// `ack_wait`. It keeps taking what still arrives until [`SETTLE_DOWN`] passes
-    /// without a message (a delivery given back just before, by `abandon`, comes back to
-    /// this pull subscription at once), then the pull subscription goes (its unsubscribe
-    /// is sent before the naks, on the same connection), then the naks: of those and of
+    /// `ack_wait`, but only once nothing pulls any more: the pump sends no further
+    /// request and takes in what the outstanding ones bring until the server has ended
+    /// them (or their lifetime is over), then unsubscribes, then gives back those and
     /// the deliveries that were still queued for the reader (parked with the acker when
-    /// the reader went), each with a delay of the pull request's lifetime: the server
-    /// still delivers to a pull request of an unsubscribed client until it expires.
-    async fn give_back(self) {
+    /// the reader went). If a request may still wait on the server (it would take a
+    /// message given back at once, into nothing), each goes back with a delay of the
+    /// request's lifetime.
+    async fn give_back(self, end: End) {
         let Self {
-            mut messages,
+            mut puller,
             inner,
             address,
             acker,
             ..
         } = self;
+        puller.stop();
         let mut received = Vec::new();
-        let until = tokio::time::Instant::now() + GIVE_BACK_WAIT;
-        while let Ok(Some(Ok(message))) = tokio::time::timeout(
-            SETTLE_DOWN.min(until.saturating_duration_since(tokio::time::Instant::now())),
-            messages.next(),
-        )
-        .await
-        {
-            received.extend(message.message.reply);
+        let mut clean = end == End::Drained;
+        if end == End::Stop {
+            let until = tokio::time::Instant::now() + GIVE_BACK_WAIT;
+            while let Ok(pulled) = tokio::time::timeout_at(until, puller.next()).await {
+                match pulled {
+                    Pulled::Message(message) => received.extend(message.reply),
+                    Pulled::Trouble(_) => {}
+                    Pulled::Done { clean: done_clean } => {
+                        clean = done_clean;
+                        break;
+                    }
+                }
+            }
         }
-        drop(messages);
+        drop(puller);
         received.extend(acker.unpark());
+        if end == End::ConsumerGone {
+            return;
+        }
         let given = received.len();
-        // The last pull request may still wait on the server, which would take a message
-        // given back at once (and drop it, unsubscribed): given back after it expired.
-        let later = body(Settlement::RequeueAfter(crate::jetstream::EXPIRES));
+        let nak = if clean {
+            body(Settlement::Requeue)
+        } else {
+            body(Settlement::RequeueAfter(crate::jetstream::EXPIRES))
+        };
         for reply in received {
-            let nak = acknowledge(inner.client.clone(), reply, later.clone());
-            if let Err(error) = nak.await {
+            if let Err(error) = acknowledge(inner.client.clone(), reply, nak.clone()).await {
                 tracing::warn!(%address, %error,
                     "nats: a message received and not handed out comes back after ack_wait");
             }
         }
         if given > 0 {
-            tracing::debug!(%address, given, "nats: gave back what the subscription had not handed out");
+            tracing::debug!(%address, given, clean, "nats: gave back what the subscription had not handed out");
         }
     }
 }

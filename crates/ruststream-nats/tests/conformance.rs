@@ -91,10 +91,17 @@ impl Harness for Nats {
         false
     }
 
-    /// A subject no stream holds: JetStream refuses a publish to it at once.
+    /// A subject a sealed stream holds: JetStream refuses a publish to it at once. (A
+    /// subject no stream holds will not do: the adapter makes a stream for a dead letter
+    /// that has none.)
     fn unpublishable_address(&self) -> Option<Address> {
         match self.form {
-            Form::JetStream => Some(Address::new(support::unique("nostream"))),
+            Form::JetStream => {
+                let n = self.taken.fetch_add(1, Ordering::Relaxed);
+                let subject = format!("{}.sealed{n}", self.prefix);
+                support::sealed_stream(&subject);
+                Some(Address::new(subject))
+            }
             Form::Core => None,
         }
     }

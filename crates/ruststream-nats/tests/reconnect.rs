@@ -164,3 +164,66 @@ async fn deliveries_before_and_after_a_restart_settle_their_own_messages() {
     );
     broker.close().await;
 }
+
+#[derive(serde::Deserialize)]
+struct Job {
+    n: u64,
+}
+
+/// Plain acknowledgements (the default) across a server SIGKILL: a service with default
+/// options handling 400 messages, the server killed after 100 were handled and started
+/// again. Every message is handled at least once: an acknowledgement the server did not
+/// get (in the client's buffer, or unread by the killed server) brings its message
+/// again, a duplicate, never a loss.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_acknowledgements_lose_nothing_across_a_server_kill() {
+    use std::collections::HashSet;
+
+    use ruststream::{App, Mount, ack};
+    const N: u64 = 400;
+    let mut server = Server::start();
+    let broker = NatsBroker::connect(&server.url())
+        .await
+        .expect("connect to own server");
+    let subject = unique("plainkill");
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<u64>();
+    let handler = move |job: Job| {
+        let _ = tx.send(job.n);
+        async move {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            ack()
+        }
+    };
+    let running = App::new(broker.clone())
+        .mount(Mount::new(subject.as_str()), handler)
+        .start()
+        .await
+        .expect("the service starts");
+    let publisher = broker.publisher();
+    for n in 0..N {
+        publisher
+            .publish(
+                subject.as_str().into(),
+                Message::new(format!("{{\"n\":{n}}}")),
+            )
+            .await
+            .expect("publish");
+    }
+    let (mut handled, mut seen) = (0, HashSet::new());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    while seen.len() < N as usize {
+        let Ok(Some(n)) = tokio::time::timeout_at(deadline, rx.recv()).await else {
+            let missing: Vec<u64> = (0..N).filter(|n| !seen.contains(n)).collect();
+            panic!("lost across the kill: {missing:?}");
+        };
+        handled += 1;
+        seen.insert(n);
+        if handled == 100 {
+            server.kill();
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            server.run();
+        }
+    }
+    eprintln!("{N} messages, {} handled ({} twice)", handled, handled - N);
+    running.stop().await.expect("stops");
+}

@@ -46,7 +46,7 @@ pub enum ConnectError {
 ///
 /// `amqp://` stays AMQP 1.0 whatever features are on, so that enabling one never changes
 /// what a URL opens; AMQP 0-9-1 has schemes of its own. The URL's query is the adapter's settings, as each
-/// adapter reads them (the NATS and memory brokers read none: a query key is an error).
+/// adapter reads them (the memory broker reads none: a query key is an error).
 ///
 /// The broker comes back type-erased, as [`App::with_broker`](crate::App::with_broker)
 /// takes it; a service that uses one adapter only can still call that adapter's own
@@ -205,11 +205,7 @@ async fn lapin(_: &str, scheme: &str) -> Result<Arc<dyn Broker>, ConnectError> {
 
 #[cfg(feature = "nats")]
 async fn nats(url: &str, scheme: &str) -> Result<Arc<dyn Broker>, ConnectError> {
-    // The NATS broker reads no settings: a query is meant for another broker.
-    let (_, settings) = ruststream_core::split_query(url, |_| false);
-    if let Some(setting) = settings.first() {
-        return Err(failed(url, &setting.unknown("nats", &[])));
-    }
+    // The query is the NATS broker's settings: it reads them (an unknown key is an error).
     // `nats+tls://` is ruststream's other name for the client's `tls://`.
     let servers = if scheme == "nats+tls" {
         url.split(',')

@@ -73,12 +73,12 @@ mod nats {
     }
 
     #[tokio::test]
-    async fn nats_urls_take_no_settings_and_bad_ones_say_why() {
+    async fn nats_urls_take_only_their_settings_and_bad_ones_say_why() {
         let with_query = format!("{}?prefetch=8", url());
         assert!(
             refused(&with_query)
                 .await
-                .ends_with("unknown key for the nats broker (it reads no settings)"),
+                .ends_with("unknown key for the nats broker (known: confirm_acks)"),
             "{with_query}"
         );
         for (url, says) in [

@@ -151,3 +151,30 @@ pub fn raw_hpub(subject: &str, header: &[u8], payload: &[u8]) {
     let answer = String::from_utf8_lossy(&answer[..n]);
     assert!(answer.contains("PONG"), "the server answered {answer:?}");
 }
+
+/// Makes a sealed stream holding `subject` (JetStream refuses every publish to it), on a
+/// runtime of its own: a dead letter that cannot be published.
+pub fn sealed_stream(subject: &str) {
+    let (url, subject) = (url(), subject.to_owned());
+    let made = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async move {
+            let client = async_nats::connect(&url)
+                .await
+                .unwrap_or_else(|error| panic!("NATS at {url} ({error}). {HOW}"));
+            let js = async_nats::jetstream::new(client);
+            let mut config = async_nats::jetstream::stream::Config {
+                name: subject.replace('.', "_"),
+                subjects: vec![subject.clone()],
+                ..Default::default()
+            };
+            js.create_stream(config.clone()).await.expect("the stream");
+            config.sealed = true;
+            js.update_stream(config).await.expect("sealed");
+        });
+    });
+    made.join().expect("the sealed stream");
+}
