@@ -50,6 +50,12 @@ pub enum RunError {
     /// The HTTP endpoint (`App::http`, feature `http`) could not listen.
     #[error("http endpoint: {0}")]
     Http(std::io::Error),
+    /// A third SIGINT or SIGTERM during a stop ended it at once ([`App::run`]).
+    #[error("stop forced with {in_flight} deliveries in flight (left unsettled)")]
+    Forced {
+        /// The deliveries still being handled, left unsettled for the broker.
+        in_flight: usize,
+    },
 }
 
 type StartHook = Box<dyn FnOnce() + Send>;
@@ -283,9 +289,11 @@ impl App {
         self.app.publisher().clone()
     }
 
-    /// Runs until SIGINT or SIGTERM (or a `fail_fast`), then stops gracefully.
+    /// Runs until SIGINT or SIGTERM (or a `fail_fast`), then stops gracefully. A second
+    /// signal during the stop logs how many deliveries are still in flight; a third ends
+    /// the stop at once, leaving them unsettled ([`RunError::Forced`]).
     pub async fn run(self) -> Result<(), RunError> {
-        self.run_until(stop_signal()).await
+        crate::signals::run_on(self, crate::signals::signals()).await
     }
 
     /// Runs until `signal` completes (or a `fail_fast`), then stops gracefully.
@@ -461,6 +469,11 @@ impl Running {
         self.runtime.shutdown.wait().await;
     }
 
+    /// The runtime, for what watches a stop under way (its in-flight count).
+    pub(crate) fn runtime_handle(&self) -> Arc<Runtime> {
+        self.runtime.clone()
+    }
+
     /// A publisher sharing the service's broker.
     pub fn publisher(&self) -> Publisher {
         self.runtime.app.publisher().clone()
@@ -540,32 +553,4 @@ fn default_name() -> String {
         .ok()
         .and_then(|path| path.file_stem().map(|s| s.to_string_lossy().into_owned()))
         .unwrap_or_else(|| "ruststream".to_owned())
-}
-
-async fn stop_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match (
-            signal(SignalKind::interrupt()),
-            signal(SignalKind::terminate()),
-        ) {
-            (Ok(mut interrupt), Ok(mut terminate)) => {
-                tokio::select! {
-                    _ = interrupt.recv() => {}
-                    _ = terminate.recv() => {}
-                }
-            }
-            _ => {
-                tracing::error!("cannot listen for SIGINT/SIGTERM; running until killed");
-                std::future::pending::<()>().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    }
 }

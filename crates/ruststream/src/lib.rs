@@ -52,6 +52,7 @@ mod reply;
 mod request;
 mod router;
 mod settled;
+mod signals;
 mod target;
 #[cfg(feature = "memory")]
 pub mod testing;
