@@ -119,6 +119,17 @@ async fn a_service_says_what_it_does() {
     ] {
         assert!(dead.contains(field), "{field} in {dead}");
     }
+    let retrying = lines.line_with("retrying");
+    for field in [
+        "INFO",
+        "address=orders",
+        "message_id=\"m-7\"",
+        "attempt=1",
+        "verdict=Retry",
+        "to=\"orders\"",
+    ] {
+        assert!(retrying.contains(field), "{field} in {retrying}");
+    }
     let decode = lines.line_with("payload did not decode");
     for field in ["WARN", "message_id=\"m-bad\"", "attempt=1", "verdict=Drop"] {
         assert!(decode.contains(field), "{field} in {decode}");

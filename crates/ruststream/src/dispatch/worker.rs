@@ -329,6 +329,30 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
                 "{}",
                 if dead_letter.is_some() { "dead-lettered" } else { "rejected at the attempt cap" }
             );
+        } else if matches!(verdict, Verdict::Retry | Verdict::RetryAfter(_)) {
+            // One line a person can follow per retry: where it went, and when.
+            let (to, delay) = match &plan.copy {
+                Some(copy) => (copy.to.as_str(), copy.delay),
+                None => ("the broker", None),
+            };
+            tracing::info!(
+                address = %self.mount.address,
+                message_id,
+                attempt = facts.attempt,
+                ?verdict,
+                reason,
+                to,
+                delay = ?delay,
+                "retrying"
+            );
+        } else if verdict == Verdict::Drop && *cause == Cause::Handler {
+            tracing::info!(
+                address = %self.mount.address,
+                message_id,
+                attempt = facts.attempt,
+                reason,
+                "dropped by the handler"
+            );
         }
         tracing::debug!(
             address = %self.mount.address,
