@@ -155,6 +155,16 @@ struct Job {
 /// back (`-NAK`) and JetStream counted them: the next run saw them at attempt 2.
 #[tokio::test]
 async fn three_graceful_stops_spend_no_attempt() {
+    three_graceful_stops(None).await;
+}
+
+/// The same with `workers(8)`.
+#[tokio::test]
+async fn three_graceful_stops_with_workers_spend_no_attempt() {
+    three_graceful_stops(Some(8)).await;
+}
+
+async fn three_graceful_stops(workers: Option<usize>) {
     use ruststream::{App, Attempt, Mount, ack};
     const N: u64 = 1200;
     let subject = unique("drainapp");
@@ -171,9 +181,12 @@ async fn three_graceful_stops_spend_no_attempt() {
                 ack()
             }
         };
-        let mount = Mount::new(subject.as_str())
+        let mut mount = Mount::new(subject.as_str())
             .max_attempts(5)
             .dead_letter(format!("{subject}.dead").as_str());
+        if let Some(workers) = workers {
+            mount = mount.workers(workers);
+        }
         let running = App::new(broker.clone())
             .mount(mount, handler)
             .start()
