@@ -109,6 +109,7 @@ async fn main() -> ExitCode {
     // Logs go to stderr: stdout is the commands' output (a list, a document).
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
         )

@@ -446,3 +446,26 @@ fn the_broker_option_goes_before_or_after_the_command() {
     );
     assert!(!help.stdout.contains("kafka://"), "{}", help.stdout);
 }
+
+/// `asyncapi` needs no broker: with nobody at the URL the document is still made (the
+/// URL is its server), without the broker's facts, and a note says so.
+#[test]
+fn asyncapi_needs_no_broker() {
+    let p = unique_prefix("asyncapi-offline");
+    let made = demo("redis://127.0.0.1:1", &p, &["asyncapi"]).expect_ok("asyncapi offline");
+    let document: serde_json::Value =
+        serde_json::from_str(&made.stdout).expect("the document is JSON on stdout");
+    assert_eq!(document["asyncapi"], "3.0.0");
+    let servers = document["servers"].to_string();
+    assert!(servers.contains("127.0.0.1:1"), "{servers}");
+    assert!(
+        made.stderr.contains("made without the broker's facts"),
+        "{}",
+        made.stderr
+    );
+    assert!(
+        !made.stderr.contains('\u{1b}'),
+        "colour codes in {:?}",
+        made.stderr
+    );
+}

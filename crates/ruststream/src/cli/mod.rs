@@ -34,6 +34,8 @@
 mod args;
 mod dead_letters;
 mod filter;
+#[cfg(feature = "asyncapi")]
+mod offline;
 mod replay;
 
 use std::ffi::OsString;
@@ -220,7 +222,17 @@ impl Cli {
     }
 
     async fn execute(self, line: Line) -> Result<(), CliError> {
-        let broker = crate::connect(&line.broker).await?;
+        let broker = match (&line.command, crate::connect(&line.broker).await) {
+            (_, Ok(broker)) => broker,
+            // The document needs no broker: its URL is the server, and the facts of the
+            // subscriptions come from a broker only where one answers.
+            #[cfg(feature = "asyncapi")]
+            (Some(Command::Asyncapi { .. }), Err(error)) => {
+                eprintln!("note: {error}; the document is made without the broker's facts");
+                Arc::new(offline::Offline::new(&line.broker))
+            }
+            (_, Err(error)) => return Err(error.into()),
+        };
         let result = match line.command.unwrap_or(Command::Run) {
             Command::Run => {
                 let app = (self.build)(broker.clone());
