@@ -1,6 +1,7 @@
 //! Settling deliveries on the channel they came on.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
@@ -39,6 +40,9 @@ pub(crate) struct ChannelAcker {
     current: ArcSwapOption<Current>,
     /// `Some` where the subscription declared native delays.
     delayed: Option<Delayed>,
+    /// The subscription was dropped: an abandoned delivery is left to the channel's
+    /// close, which comes after the consumer's cancel.
+    held_back: AtomicBool,
 }
 
 impl ChannelAcker {
@@ -47,6 +51,7 @@ impl ChannelAcker {
         Self {
             current: ArcSwapOption::empty(),
             delayed,
+            held_back: AtomicBool::new(false),
         }
     }
 
@@ -54,6 +59,12 @@ impl ChannelAcker {
     pub(crate) fn attach(&self, epoch: u64, channel: Channel) {
         self.current
             .store(Some(Arc::new(Current { epoch, channel })));
+    }
+
+    /// From now on, abandoning gives nothing back (the subscription is dropped; its
+    /// task cancels the consumer, then closes the channel).
+    pub(crate) fn hold_back(&self) {
+        self.held_back.store(true, Ordering::Release);
     }
 
     /// The channel is gone.
@@ -111,10 +122,15 @@ impl Acker for ChannelAcker {
 
     /// `basic.nack` with requeue: the delivery comes back now and its prefetch slot is
     /// free. A quorum queue counts it as a delivery (0-9-1 has no `released`).
+    /// Once the subscription is dropped, nothing: the channel's close returns it after
+    /// the consumer is cancelled.
     fn abandon(&self, tag: Tag, _message: Message) {
         let Tag::Pair(epoch, delivery_tag) = tag else {
             return;
         };
+        if self.held_back.load(Ordering::Acquire) {
+            return;
+        }
         let Some(current) = self.channel(epoch) else {
             // The channel is gone: the broker has put the delivery back already.
             return;

@@ -69,6 +69,12 @@
 //! and waits 250 ms before closing the connection, which makes that rarer, not
 //! impossible: a duplicate, never a loss.
 //!
+//! A graceful stop drains: the subscription accepts `SubscribeSpec::drain`; once it is
+//! requested, the consumer is cancelled (`basic.cancel`), the deliveries already
+//! received are yielded and the stream ends, and the channel stays open for their
+//! settlements until the broker closes. A subscription dropped without a drain cancels
+//! its consumer first and then closes its channel, which returns the unsettled.
+//!
 //! A delivery's broker attempt comes from `x-delivery-count` where the queue counts
 //! (quorum queues: none on the first delivery, attempt 1; `n` is attempt `n + 1`); a copy
 //! the runtime published (it carries `x-ruststream-retry-count`) is counted by that
@@ -191,6 +197,7 @@ mod publisher;
 mod queue;
 mod retry;
 mod settings;
+mod stream;
 mod url;
 
 use std::sync::{Arc, Mutex, PoisonError};
@@ -323,7 +330,7 @@ impl LapinBroker {
             delayed,
         };
         let (subscription, task) =
-            consumer::subscribe(self.connector.clone(), consume, capabilities).await?;
+            consumer::subscribe(self.connector.clone(), consume, capabilities, spec.drain).await?;
         self.tasks
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
