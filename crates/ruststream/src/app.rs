@@ -325,13 +325,15 @@ impl App {
             in_flight: AtomicUsize::new(0),
         });
         let mut subscriptions = Vec::with_capacity(self.router.routes.len());
-        for (mount, endpoint) in self.router.routes {
+        let mut drains = Vec::new();
+        for (mut mount, endpoint) in self.router.routes {
+            let drain = ruststream_core::Drain::new();
             let spec = SubscribeSpec {
                 address: mount.address.clone(),
                 declaration: mount.declaration.clone(),
                 in_flight: mount.concurrency.in_flight(),
                 options: mount.options.clone(),
-                drain: Default::default(),
+                drain: drain.clone(),
             };
             let subscription =
                 self.broker
@@ -341,6 +343,10 @@ impl App {
                         address: mount.address.to_string(),
                         source,
                     })?;
+            mount.drains = drain.is_accepted();
+            if mount.drains {
+                drains.push(drain);
+            }
             subscriptions.push((mount, endpoint, subscription));
         }
         let readiness = crate::observe::Readiness {
@@ -376,6 +382,7 @@ impl App {
                 retry_to = decl.retry_to.as_ref().map(|a| a.as_str()),
                 concurrency = ?mount.concurrency,
                 timeout = ?mount.timeout,
+                drains_at_stop = mount.drains,
                 "mounted"
             );
             for handling in endpoint.serve(mount, subscription, runtime.clone()) {
@@ -390,6 +397,7 @@ impl App {
             grace: self.grace,
             readiness,
             server,
+            drains,
         })
     }
 }
@@ -403,6 +411,8 @@ pub struct Running {
     grace: Duration,
     readiness: crate::observe::Readiness,
     server: Option<crate::observe::Server>,
+    // The subscriptions that drain at a graceful stop.
+    drains: Vec<ruststream_core::Drain>,
 }
 
 impl Running {
@@ -444,11 +454,26 @@ impl Running {
     /// Stops gracefully: takes no more deliveries, lets in-flight handlers finish
     /// within the grace period and settles them, publishes waiting retry copies, closes
     /// the broker. What did not finish in time stays unsettled.
+    ///
+    /// A subscription that drains (its adapter accepted the [`Drain`] of its spec) stops
+    /// taking messages from the broker, and the deliveries the broker had already
+    /// handed over (prefetched) are handled and settled within the grace period instead
+    /// of being given back, so a clean stop spends no attempt of a broker that counts
+    /// deliveries. After a `fail_fast` nothing drains.
+    ///
+    /// [`Drain`]: ruststream_core::Drain
     pub async fn stop(mut self) -> Result<(), RunError> {
-        self.runtime.shutdown.trigger();
+        let graceful = self.runtime.shutdown.failure().is_none();
+        if graceful {
+            for drain in &self.drains {
+                drain.request();
+            }
+        }
+        self.runtime.shutdown.stop_gracefully();
         tracing::info!(
             in_flight = self.in_flight(),
             grace = ?self.grace,
+            draining = if graceful { self.drains.len() } else { 0 },
             "stopping: taking no more deliveries, letting in-flight handlers finish"
         );
         let drained = tokio::time::timeout(self.grace, async {

@@ -79,6 +79,9 @@ pub struct Mount {
     pub(crate) layers: crate::layer::Layers,
     #[cfg(feature = "asyncapi")]
     pub(crate) payload: Option<crate::asyncapi::PayloadSchema>,
+    /// Set at start: the subscription accepted the graceful stop's drain, so its loops
+    /// handle what its stream still yields after a stop (see `ruststream_core::Drain`).
+    pub(crate) drains: bool,
 }
 
 impl Mount {
@@ -99,6 +102,7 @@ impl Mount {
             layers: crate::layer::Layers::default(),
             #[cfg(feature = "asyncapi")]
             payload: None,
+            drains: false,
         }
     }
 

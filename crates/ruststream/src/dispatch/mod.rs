@@ -68,9 +68,10 @@ pub(crate) fn loops<W: Process>(
             }
             loops.push(Box::pin(async move {
                 let shutdown = &worker.runtime().shutdown;
+                let drains = worker.drains();
                 while let Some(item) = {
                     room(worker.runtime()).await;
-                    shutdown.next(&mut deliveries).await
+                    shutdown.next(&mut deliveries, drains).await
                 } {
                     let delivery = match item {
                         Ok(delivery) => delivery,

@@ -13,6 +13,8 @@ use tokio::sync::futures::{Notified, OwnedNotified};
 #[derive(Default)]
 pub(crate) struct Shutdown {
     flag: AtomicBool,
+    // A graceful stop: loops of subscriptions that drain go on until their streams end.
+    draining: AtomicBool,
     notify: Arc<Notify>,
     failure: Mutex<Option<String>>,
 }
@@ -23,8 +25,19 @@ impl Shutdown {
         self.notify.notify_waiters();
     }
 
-    /// Stops the service because of `reason`; the first reason wins.
+    /// Stops the service gracefully: loops whose subscription drains (`drains`) handle
+    /// what their streams still yield; the others take nothing more.
+    pub(crate) fn stop_gracefully(&self) {
+        if self.failure().is_none() {
+            self.draining.store(true, Ordering::Release);
+        }
+        self.trigger();
+    }
+
+    /// Stops the service because of `reason`; the first reason wins. Nothing drains: a
+    /// `fail_fast` stops every loop at once.
     pub(crate) fn fail(&self, reason: String) {
+        self.draining.store(false, Ordering::Release);
         self.failure
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -42,6 +55,13 @@ impl Shutdown {
         self.flag.load(Ordering::Acquire)
     }
 
+    /// Whether a loop takes nothing more from its stream: the service stops, and the
+    /// loop's subscription does not drain (`drains`) or the stop is not graceful.
+    #[inline]
+    pub(crate) fn ends(&self, drains: bool) -> bool {
+        self.is_triggered() && !(drains && self.draining.load(Ordering::Acquire))
+    }
+
     pub(crate) fn failure(&self) -> Option<String> {
         self.failure
             .lock()
@@ -57,15 +77,17 @@ impl Shutdown {
         notified.await;
     }
 
-    /// The next item of `stream`, or `None` once the service stops.
+    /// The next item of `stream`, or `None` once the service stops (for a stream that
+    /// `drains`, once a graceful stop's stream ends).
     ///
     /// Polls the stream first, so a ready delivery costs one atomic load here; the stop
     /// notification is only armed once the stream has nothing ready.
     #[inline]
-    pub(crate) fn next<'a>(&'a self, stream: &'a mut DeliveryStream) -> Next<'a> {
+    pub(crate) fn next<'a>(&'a self, stream: &'a mut DeliveryStream, drains: bool) -> Next<'a> {
         Next {
             shutdown: self,
             stream,
+            drains,
             stop: None,
         }
     }
@@ -76,6 +98,7 @@ pin_project_lite::pin_project! {
     pub(crate) struct Next<'a> {
         shutdown: &'a Shutdown,
         stream: &'a mut DeliveryStream,
+        drains: bool,
         #[pin]
         stop: Option<Notified<'a>>,
     }
@@ -87,7 +110,8 @@ impl Future for Next<'_> {
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
-        if this.shutdown.is_triggered() {
+        let drains = *this.drains;
+        if this.shutdown.ends(drains) {
             return Poll::Ready(None);
         }
         if let Poll::Ready(item) = this.stream.as_mut().poll_next(cx) {
@@ -96,13 +120,19 @@ impl Future for Next<'_> {
         if this.stop.is_none() {
             this.stop.set(Some(this.shutdown.notify.notified()));
             // A stop between the first look and arming is seen here.
-            if this.shutdown.is_triggered() {
+            if this.shutdown.ends(drains) {
                 return Poll::Ready(None);
             }
         }
-        match this.stop.as_pin_mut() {
-            Some(stop) => stop.poll(cx).map(|()| None),
-            None => Poll::Pending,
+        let notified = this
+            .stop
+            .as_pin_mut()
+            .is_some_and(|stop| stop.poll(cx).is_ready());
+        // A draining stream is waited on until it ends (its poll above is armed).
+        if notified && this.shutdown.ends(drains) {
+            Poll::Ready(None)
+        } else {
+            Poll::Pending
         }
     }
 }

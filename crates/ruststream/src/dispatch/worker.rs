@@ -35,6 +35,10 @@ pub(crate) struct Worker<H, M> {
 pub(crate) trait Process: Send + Sync + 'static {
     fn runtime(&self) -> &Arc<Runtime>;
 
+    /// Whether the mount's subscription drains at a graceful stop (its loops handle
+    /// what the stream still yields).
+    fn drains(&self) -> bool;
+
     /// Reports an error of the subscription (it goes on).
     fn report(&self, error: &ConsumeError);
 
@@ -187,6 +191,10 @@ impl<H: Handler<M>, M: 'static> Process for Worker<H, M> {
         &self.runtime
     }
 
+    fn drains(&self) -> bool {
+        self.mount.drains
+    }
+
     fn report(&self, error: &ConsumeError) {
         tracing::warn!(address = %self.mount.address, %error, "subscription reported an error");
     }
@@ -324,6 +332,14 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
 
     pub(super) fn capabilities(&self) -> Capabilities {
         self.capabilities
+    }
+
+    /// Whether the loop takes nothing more from its stream (see [`Shutdown::ends`]).
+    ///
+    /// [`Shutdown::ends`]: super::Shutdown::ends
+    #[inline(always)]
+    pub(super) fn stopped(&self) -> bool {
+        self.runtime.shutdown.ends(self.mount.drains)
     }
 
     /// The mount.

@@ -190,7 +190,7 @@ impl<H: Handler<M>, M: 'static> Future for Sequential<H, M> {
             }
             // Nothing in hand: the next delivery, unless the service stops.
             let shutdown = &worker.runtime().shutdown;
-            if shutdown.is_triggered() {
+            if worker.stopped() {
                 *this.ending = true;
                 return end(next);
             }
@@ -254,13 +254,13 @@ impl<H: Handler<M>, M: 'static> Future for Sequential<H, M> {
                     if this.stop.is_none() {
                         this.stop.set(Some(shutdown.notified_owned()));
                     }
-                    // A stop between the first look and arming is seen here.
-                    let stopped = shutdown.is_triggered()
-                        || this
-                            .stop
-                            .as_pin_mut()
-                            .is_some_and(|stop| stop.poll(cx).is_ready());
-                    if stopped {
+                    // A stop between the first look and arming is seen here. A loop
+                    // that drains waits for its stream to end (its poll is armed).
+                    let notified = this
+                        .stop
+                        .as_pin_mut()
+                        .is_some_and(|stop| stop.poll(cx).is_ready());
+                    if (notified || shutdown.is_triggered()) && worker.stopped() {
                         *this.ending = true;
                         return end(next);
                     }
