@@ -32,10 +32,11 @@
 //! `retry_after(d)` is durable on classic and quorum queues: the subscription declares
 //! native delays (`Capabilities::delays`, up to [`MAX_DELAY`]), so the runtime's decision
 //! asks `RequeueAfter(d)`. The adapter publishes a copy of the delivery, with publisher
-//! confirms, to the delay queue `QUEUE.delay.MS`, and acks the original only once the
-//! copy is confirmed (a crash in between leaves a duplicate, never a loss). The delay
-//! queue is a durable classic queue with `x-message-ttl` = `MS`, dead-lettering to the
-//! default exchange keyed to `QUEUE`, and `x-expires` (its TTL + 10 minutes; declared
+//! confirms, to the delay queue `QUEUE.delay.MS.quorum`, and acks the original only once
+//! the copy is confirmed (a crash in between leaves a duplicate, never a loss). The delay
+//! queue is a quorum queue with `x-message-ttl` = `MS`, dead-lettering at least once
+//! (`x-dead-letter-strategy`, with `x-overflow: reject-publish`) to the default exchange
+//! keyed to `QUEUE`, and `x-expires` (its TTL + 10 minutes; declared
 //! again when used after a minute): RabbitMQ moves the copy back after the delay even if
 //! the consumer process died. One queue per delay, since RabbitMQ expires messages only
 //! at a queue's head; delays are rounded **up** to two significant digits of milliseconds
@@ -57,8 +58,9 @@
 //! * a delay queue that cannot be declared or published to at settlement: the original
 //!   is held unsettled for the delay, then requeued (logged; the settlement is an error).
 //!
-//! The delay queues are classic queues: a RabbitMQ node that crashes while moving a copy
-//! back (classic dead-lettering is at most once) can lose it.
+//! A copy due while RabbitMQ stops or crashes stays in its delay queue until `QUEUE`
+//! confirmed it (at-least-once dead-lettering), so a restart loses none.
+//!
 //! AMQP 0-9-1 does not answer acks: a settlement is done (its `Settling` completes)
 //! once its frame is written to the connection. A settlement of a delivery whose channel
 //! is gone is `AckError::Disconnected`: the broker has already put the delivery back.
