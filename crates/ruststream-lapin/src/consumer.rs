@@ -318,7 +318,13 @@ fn delivery(
     d: lapin::message::Delivery,
     acker: &Arc<dyn ruststream_core::Acker>,
 ) -> Delivery {
-    let (headers, count) = message::headers(&d.properties);
+    let (mut headers, mut count) = message::headers(&d.properties);
+    if !d.redelivered {
+        // RabbitMQ writes `x-delivery-count` on a redelivery only (its count is 0
+        // before): on a first delivery the header is a producer's, never the broker's.
+        headers.remove(message::DELIVERY_COUNT);
+        count = None;
+    }
     // A copy the runtime published is counted by its own header alone.
     let copy = headers.get(RETRY_COUNT).is_some();
     let delivery = Delivery::new(

@@ -80,7 +80,9 @@
 //! A delivery's broker attempt comes from `x-delivery-count` where the queue counts
 //! (quorum queues: none on the first delivery, attempt 1; `n` is attempt `n + 1`); a copy
 //! the runtime published (it carries `x-ruststream-retry-count`) is counted by that
-//! header alone, never by both.
+//! header alone, never by both. `x-delivery-count` is read only on a redelivery
+//! (`redelivered` set: RabbitMQ writes its count then); on a first delivery it is a
+//! producer's and is removed, and the publisher never sends one.
 //!
 //! # Queues
 //!
