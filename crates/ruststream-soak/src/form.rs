@@ -31,7 +31,7 @@ pub(crate) enum Form {
     LapinQuorum,
     /// A RabbitMQ 4 quorum queue that dead-letters itself, made by the mount's
     /// `declare(Quorum)`, over AMQP 0-9-1 (lapin).
-    LapinDeclareQuorum,
+    LapinDeclared,
     /// A RabbitMQ 4 classic queue, over AMQP 0-9-1 (lapin).
     LapinClassic,
     /// A NATS JetStream durable pull consumer (the stream made from the mount).
@@ -92,7 +92,7 @@ impl Form {
         Form::AmqpQuorum,
         Form::AmqpClassic,
         Form::LapinQuorum,
-        Form::LapinDeclareQuorum,
+        Form::LapinDeclared,
         Form::LapinClassic,
         Form::Nats,
     ];
@@ -107,7 +107,7 @@ impl Form {
             Form::AmqpQuorum => "amqp-quorum",
             Form::AmqpClassic => "amqp-classic",
             Form::LapinQuorum => "lapin-quorum",
-            Form::LapinDeclareQuorum => "lapin-declare-quorum",
+            Form::LapinDeclared => "lapin-declared",
             Form::LapinClassic => "lapin-classic",
             Form::Nats => "nats",
         }
@@ -126,7 +126,7 @@ impl Form {
             Form::LapinQuorum => {
                 "RabbitMQ 4 quorum queue made by the operator (AMQP 0-9-1, lapin, default options)"
             }
-            Form::LapinDeclareQuorum => {
+            Form::LapinDeclared => {
                 "RabbitMQ 4 quorum queue, `declare(Quorum)` (AMQP 0-9-1, lapin, dead-letters itself)"
             }
             Form::LapinClassic => "RabbitMQ 4 classic queue (AMQP 0-9-1, lapin)",
@@ -142,7 +142,7 @@ impl Form {
                 Server::Redis
             }
             Form::AmqpQuorum | Form::AmqpClassic => Server::Amqp,
-            Form::LapinQuorum | Form::LapinDeclareQuorum | Form::LapinClassic => Server::Lapin,
+            Form::LapinQuorum | Form::LapinDeclared | Form::LapinClassic => Server::Lapin,
             Form::Nats => Server::Nats,
         }
     }
@@ -153,7 +153,7 @@ impl Form {
     /// dead-letter exchange rejects the original of each `retry_after` copy into it), not
     /// a spent message. JetStream does not dead-letter: the runtime does.
     pub(crate) fn broker_dead_letters(self) -> bool {
-        matches!(self, Form::AmqpQuorum | Form::LapinDeclareQuorum)
+        matches!(self, Form::AmqpQuorum | Form::LapinDeclared)
     }
 
     /// Whether `retry_after(50ms)` is a copy held in the consumer's process (lost if the
@@ -183,7 +183,7 @@ impl Form {
             Form::AmqpQuorum => mount.option(SubscribeOptions::new().declare(QueueType::Quorum)),
             Form::AmqpClassic => mount.option(SubscribeOptions::new().declare(QueueType::Classic)),
             Form::LapinQuorum => mount,
-            Form::LapinDeclareQuorum => {
+            Form::LapinDeclared => {
                 mount.option(LapinOptions::new().declare(LapinQueueType::Quorum))
             }
             Form::LapinClassic => {

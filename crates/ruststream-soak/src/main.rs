@@ -11,7 +11,7 @@
 //! ```
 //!
 //! Forms: memory, redis-stream, redis-zset, redis-claiming, redis-list, amqp-quorum,
-//! amqp-classic, lapin-quorum (operator-made, default options), lapin-declare-quorum,
+//! amqp-classic, lapin-quorum (operator-made, default options), lapin-declared,
 //! lapin-classic, nats. Faults: none, kill, redis-kill,
 //! rabbit-restart, nats-restart, reset, black-hole.
 
