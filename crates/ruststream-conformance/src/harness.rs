@@ -48,6 +48,13 @@ pub trait Harness: Send + Sync + 'static {
         Duration::from_secs(1)
     }
 
+    /// Whether the form's subscription drains at a graceful stop (it accepts the spec's
+    /// `Drain`): what the broker had already handed over is handled and settled by the
+    /// stopping service instead of waiting for the next one (default `false`).
+    fn drains(&self) -> bool {
+        false
+    }
+
     /// An address a publish to fails at once (AMQP: a queue that does not exist; Redis: a
     /// key holding another type), used as a dead letter that cannot be published.
     /// `None` (the default) where the broker takes any address; the checks that need one

@@ -1,21 +1,43 @@
 //! Settling deliveries on the channel they came on.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
 use lapin::Channel;
-use lapin::options::{BasicAckOptions, BasicNackOptions, BasicRejectOptions};
+use lapin::options::{BasicNackOptions, BasicRejectOptions};
 use ruststream_core::{AckError, Acker, Message, Settlement, Settling, Tag};
 
+use crate::ack_batch::AckBatch;
 use crate::delay::Delays;
 use crate::retry::CopyCount;
 
-/// The channel deliveries of `epoch` settle on.
+/// The channel deliveries of `epoch` settle on, and its acks waiting to go together.
 #[derive(Debug)]
 struct Current {
     epoch: u64,
-    channel: Channel,
+    batch: Arc<AckBatch>,
+}
+
+impl Current {
+    fn channel(&self) -> &Channel {
+        self.batch.channel()
+    }
+
+    /// A settlement of `tag` by a frame of its own: once written, the acks above it can
+    /// cover it.
+    async fn own_frame(
+        &self,
+        tag: u64,
+        sent: impl Future<Output = lapin::Result<()>>,
+    ) -> Result<(), AckError> {
+        let result = failed(self.channel(), sent.await);
+        if result.is_ok() {
+            self.batch.settled(tag);
+        }
+        result
+    }
 }
 
 /// How `RequeueAfter` is carried out: a copy to the queue's delay queue.
@@ -39,6 +61,9 @@ pub(crate) struct ChannelAcker {
     current: ArcSwapOption<Current>,
     /// `Some` where the subscription declared native delays.
     delayed: Option<Delayed>,
+    /// The subscription was dropped: an abandoned delivery is left to the channel's
+    /// close, which comes after the consumer's cancel.
+    held_back: AtomicBool,
 }
 
 impl ChannelAcker {
@@ -47,13 +72,36 @@ impl ChannelAcker {
         Self {
             current: ArcSwapOption::empty(),
             delayed,
+            held_back: AtomicBool::new(false),
         }
     }
 
     /// Deliveries of `epoch` settle on `channel` from now on.
     pub(crate) fn attach(&self, epoch: u64, channel: Channel) {
-        self.current
-            .store(Some(Arc::new(Current { epoch, channel })));
+        self.current.store(Some(Arc::new(Current {
+            epoch,
+            batch: Arc::new(AckBatch::new(channel)),
+        })));
+    }
+
+    /// From now on, abandoning gives nothing back (the subscription is dropped; its
+    /// task cancels the consumer, then closes the channel).
+    pub(crate) fn hold_back(&self) {
+        self.held_back.store(true, Ordering::Release);
+    }
+
+    /// Acks of the current channel wait (see [`AckBatch::hold`]).
+    pub(crate) fn hold_acks(&self) {
+        if let Some(current) = &*self.current.load() {
+            current.batch.hold();
+        }
+    }
+
+    /// Acks of the current channel go out again.
+    pub(crate) fn release_acks(&self) {
+        if let Some(current) = &*self.current.load() {
+            current.batch.release();
+        }
     }
 
     /// The channel is gone.
@@ -80,21 +128,17 @@ impl Acker for ChannelAcker {
             return Settling::done(Err(AckError::Disconnected));
         };
         match settlement {
-            Settlement::Accept | Settlement::Remove => Settling::pending(async move {
-                let sent = current
-                    .channel
-                    .basic_ack(delivery_tag, BasicAckOptions::default())
-                    .await;
-                failed(&current.channel, sent)
-            }),
+            Settlement::Accept | Settlement::Remove => {
+                Settling::pending(current.batch.ack(delivery_tag))
+            }
             Settlement::Reject => Settling::pending(async move {
                 let options = BasicRejectOptions { requeue: false };
-                let sent = current.channel.basic_reject(delivery_tag, options).await;
-                failed(&current.channel, sent)
+                let sent = current.channel().basic_reject(delivery_tag, options);
+                current.own_frame(delivery_tag, sent).await
             }),
             Settlement::Requeue => Settling::pending(async move {
-                let sent = current.channel.basic_nack(delivery_tag, REQUEUE).await;
-                failed(&current.channel, sent)
+                let sent = current.channel().basic_nack(delivery_tag, REQUEUE);
+                current.own_frame(delivery_tag, sent).await
             }),
             Settlement::RequeueAfter(delay) => match &self.delayed {
                 Some(delayed) => Settling::pending(later(
@@ -111,10 +155,15 @@ impl Acker for ChannelAcker {
 
     /// `basic.nack` with requeue: the delivery comes back now and its prefetch slot is
     /// free. A quorum queue counts it as a delivery (0-9-1 has no `released`).
+    /// Once the subscription is dropped, nothing: the channel's close returns it after
+    /// the consumer is cancelled.
     fn abandon(&self, tag: Tag, _message: Message) {
         let Tag::Pair(epoch, delivery_tag) = tag else {
             return;
         };
+        if self.held_back.load(Ordering::Acquire) {
+            return;
+        }
         let Some(current) = self.channel(epoch) else {
             // The channel is gone: the broker has put the delivery back already.
             return;
@@ -127,7 +176,8 @@ impl Acker for ChannelAcker {
             return;
         };
         runtime.spawn(async move {
-            if let Err(e) = current.channel.basic_nack(delivery_tag, REQUEUE).await {
+            let sent = current.channel().basic_nack(delivery_tag, REQUEUE);
+            if let Err(e) = current.own_frame(delivery_tag, sent).await {
                 tracing::debug!(delivery_tag, error = %e, "lapin: abandoning failed; the channel returns it");
             }
         });
@@ -140,7 +190,7 @@ const REQUEUE: BasicNackOptions = BasicNackOptions {
 };
 
 /// A settlement's frame was written, or why not.
-fn failed(channel: &Channel, sent: lapin::Result<()>) -> Result<(), AckError> {
+pub(crate) fn failed(channel: &Channel, sent: lapin::Result<()>) -> Result<(), AckError> {
     sent.map_err(|e| {
         if channel.status().connected() {
             AckError::Refused(e.to_string())
@@ -163,13 +213,7 @@ async fn later(
 ) -> Result<(), AckError> {
     let copy = delayed.count.copy_of(message);
     match delayed.delays.park(&delayed.queue, delay, copy).await {
-        Ok(()) => {
-            let sent = current
-                .channel
-                .basic_ack(delivery_tag, BasicAckOptions::default())
-                .await;
-            failed(&current.channel, sent)
-        }
+        Ok(()) => current.batch.ack(delivery_tag).await,
         Err(why) => {
             tracing::warn!(queue = %delayed.queue, error = %why,
                 "lapin: cannot park the delayed copy; holding the delivery for the delay instead");
@@ -178,7 +222,8 @@ async fn later(
                 tokio::select! {
                     () = closing.closing() => {}
                     () = tokio::time::sleep(delay) => {
-                        let _ = current.channel.basic_nack(delivery_tag, REQUEUE).await;
+                        let sent = current.channel().basic_nack(delivery_tag, REQUEUE);
+                        let _ = current.own_frame(delivery_tag, sent).await;
                     }
                 }
             });

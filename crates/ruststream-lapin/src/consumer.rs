@@ -10,7 +10,7 @@ use lapin::options::{BasicConsumeOptions, BasicQosOptions};
 use lapin::types::FieldTable;
 use lapin::{Channel, Consumer};
 use ruststream_core::{
-    Address, Attached, Capabilities, ConsumeError, Delivery, RETRY_COUNT, SubscribeError,
+    Address, Attached, Capabilities, ConsumeError, Delivery, Drain, RETRY_COUNT, SubscribeError,
     Subscription, Tag,
 };
 use tokio::sync::mpsc;
@@ -19,6 +19,7 @@ use tokio::task::JoinHandle;
 use crate::acker::ChannelAcker;
 use crate::connection::Connector;
 use crate::message;
+use crate::stream::Deliveries;
 
 /// What a subscription consumes.
 #[derive(Clone, Debug)]
@@ -35,24 +36,33 @@ pub(crate) struct ConsumeSpec {
 static CONSUMERS: AtomicU64 = AtomicU64::new(0);
 
 /// Opens the subscription: the first consumer is opened here, so that a queue that
-/// cannot be consumed is an error of `subscribe`.
+/// cannot be consumed is an error of `subscribe`. The subscription accepts `drain`.
 pub(crate) async fn subscribe(
     connector: Arc<Connector>,
     spec: ConsumeSpec,
     capabilities: Capabilities,
+    drain: Drain,
 ) -> Result<(Subscription, JoinHandle<()>), SubscribeError> {
     let first = open(&connector, &spec).await.map_err(|e| match e {
         Open::Connection(why) => SubscribeError::Disconnected(why),
         Open::Refused(why) => SubscribeError::Refused(format!("consuming {}: {why}", spec.queue)),
     })?;
-    let (tx, mut rx) = mpsc::channel(usize::from(spec.prefetch).clamp(1, 1024));
+    let (tx, rx) = mpsc::channel(usize::from(spec.prefetch).clamp(1, 1024));
     let attached = Attached::new();
     let acker = Arc::new(ChannelAcker::new(spec.delayed.clone()));
-    let task = tokio::spawn(run(connector, spec, acker, first, tx, attached.clone()));
-    let deliveries = futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx));
+    drain.accept();
+    let task = tokio::spawn(run(
+        connector,
+        spec,
+        acker.clone(),
+        first,
+        tx,
+        attached.clone(),
+        drain,
+    ));
     Ok((
         Subscription {
-            deliveries: Box::pin(deliveries),
+            deliveries: Box::pin(Deliveries::new(rx, acker)),
             capabilities,
             attached,
         },
@@ -96,7 +106,20 @@ async fn open(connector: &Connector, spec: &ConsumeSpec) -> Result<(Channel, Con
     Ok((channel, consumer))
 }
 
-type Sender = mpsc::Sender<Result<Delivery, ConsumeError>>;
+pub(crate) type Sender = mpsc::Sender<Result<Delivery, ConsumeError>>;
+
+/// How consuming on one channel ended.
+pub(crate) enum End {
+    /// The broker is closing.
+    Closing,
+    /// The subscription was dropped.
+    Dropped,
+    /// A drain was requested: the consumer is cancelled and every delivery it had
+    /// received was sent on.
+    Drained,
+    /// The channel or the consumer was lost.
+    Lost(String),
+}
 
 async fn run(
     connector: Arc<Connector>,
@@ -105,17 +128,20 @@ async fn run(
     first: (Channel, Consumer),
     tx: Sender,
     attached: Attached,
+    drain: Drain,
 ) {
     let mut backoff = connector.backoff();
     let mut next = Some(first);
     let mut epoch = 0_u64;
     loop {
-        let (channel, mut consumer) = match next.take() {
+        let (channel, consumer) = match next.take() {
             Some(open) => open,
             None => {
                 tokio::select! {
                     () = connector.closing() => return,
                     () = tx.closed() => return,
+                    // Nothing received on a lost channel is left: the stream ends.
+                    () = drain.requested() => return,
                     () = tokio::time::sleep(backoff.next_delay()) => {}
                 }
                 match open(&connector, &spec).await {
@@ -131,50 +157,41 @@ async fn run(
         acker.attach(epoch, channel.clone());
         attached.attach();
         backoff.reset();
-        let acker_dyn: Arc<dyn ruststream_core::Acker> = acker.clone();
-        // Made once per channel, not per delivery.
-        let closing = connector.closing();
-        let dropped = tx.closed();
-        tokio::pin!(closing, dropped);
-        let why = loop {
-            tokio::select! {
-                () = &mut closing => {
-                    // No more deliveries. Closing the channel (close-ok comes back once
-                    // RabbitMQ's channel has handled every earlier frame) before the
-                    // connection gives the acks written so far their best chance; a
-                    // settlement after it is `Disconnected`.
-                    let _ = channel.basic_cancel(consumer.tag(), Default::default()).await;
-                    acker.detach();
-                    let _ = tokio::time::timeout(
-                        std::time::Duration::from_secs(5),
-                        channel.close(200, "closing".into()),
-                    )
-                    .await;
-                    return;
-                }
-                () = &mut dropped => {
-                    // The subscription was dropped: its unsettled deliveries go back.
-                    acker.detach();
-                    let _ = channel.close(200, "subscription dropped".into()).await;
-                    return;
-                }
-                item = consumer.next() => match item {
-                    Some(Ok(d)) => {
-                        let delivery = delivery(&spec, epoch, d, &acker_dyn);
-                        if tx.send(Ok(delivery)).await.is_err() {
-                            acker.detach();
-                            let _ = channel.close(200, "subscription dropped".into()).await;
-                            return;
-                        }
-                    }
-                    Some(Err(e)) => break e.to_string(),
-                    None => break "the broker cancelled the consumer".to_owned(),
-                }
+        let end = consume(
+            &connector, &spec, epoch, &channel, consumer, &tx, &acker, &drain,
+        )
+        .await;
+        let why = match end {
+            End::Closing => {
+                // Closing the channel (close-ok comes back once RabbitMQ's channel has
+                // handled every earlier frame) before the connection gives the acks
+                // written so far their best chance; a settlement after it is
+                // `Disconnected`.
+                acker.detach();
+                close(&channel, "closing").await;
+                return;
             }
+            End::Dropped => {
+                // The consumer is cancelled already: what the channel holds goes back
+                // to the queue, not to this consumer again.
+                acker.detach();
+                close(&channel, "subscription dropped").await;
+                return;
+            }
+            End::Drained => {
+                // The stream ends; the channel stays open for the settlements of what
+                // it yielded, until the broker closes.
+                drop(tx);
+                connector.closing().await;
+                acker.detach();
+                close(&channel, "closing").await;
+                return;
+            }
+            End::Lost(why) => why,
         };
         acker.detach();
         attached.detach();
-        if connector.is_closed() {
+        if connector.is_closed() || drain.is_requested() {
             return;
         }
         tracing::warn!(queue = %spec.queue, error = %why, "lapin: subscription lost; consuming again");
@@ -193,13 +210,85 @@ async fn run(
     }
 }
 
-fn delivery(
+/// Closes `channel`, waiting at most 5 s for close-ok.
+async fn close(channel: &Channel, why: &str) {
+    let _ = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        channel.close(200, why.into()),
+    )
+    .await;
+}
+
+/// Sends on the deliveries of one channel until it ends.
+#[allow(clippy::too_many_arguments)]
+async fn consume(
+    connector: &Connector,
+    spec: &ConsumeSpec,
+    epoch: u64,
+    channel: &Channel,
+    mut consumer: Consumer,
+    tx: &Sender,
+    acker: &Arc<ChannelAcker>,
+    drain: &Drain,
+) -> End {
+    let acker_dyn: Arc<dyn ruststream_core::Acker> = acker.clone();
+    // Made once per channel, not per delivery.
+    let closing = connector.closing();
+    let dropped = tx.closed();
+    let requested = drain.requested();
+    tokio::pin!(closing, dropped, requested);
+    loop {
+        tokio::select! {
+            () = &mut closing => {
+                let _ = channel.basic_cancel(consumer.tag(), Default::default()).await;
+                return End::Closing;
+            }
+            () = &mut dropped => {
+                cancel(channel, &consumer).await;
+                return End::Dropped;
+            }
+            () = &mut requested => {
+                // No ack gives RabbitMQ credit until the consumer is cancelled.
+                acker.hold_acks();
+                return crate::drain::drained(spec, epoch, channel, consumer, tx, acker, &mut closing).await;
+            }
+            item = consumer.next() => match item {
+                Some(Ok(d)) => {
+                    let delivery = delivery(spec, epoch, d, &acker_dyn);
+                    if tx.send(Ok(delivery)).await.is_err() {
+                        cancel(channel, &consumer).await;
+                        return End::Dropped;
+                    }
+                }
+                Some(Err(e)) => return End::Lost(e.to_string()),
+                None => return End::Lost("the broker cancelled the consumer".to_owned()),
+            }
+        }
+    }
+}
+
+/// `basic.cancel`, waiting at most 5 s for cancel-ok.
+async fn cancel(channel: &Channel, consumer: &Consumer) {
+    let _ = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        channel.basic_cancel(consumer.tag(), Default::default()),
+    )
+    .await;
+}
+
+pub(crate) fn delivery(
     spec: &ConsumeSpec,
     epoch: u64,
     d: lapin::message::Delivery,
     acker: &Arc<dyn ruststream_core::Acker>,
 ) -> Delivery {
-    let (headers, count) = message::headers(&d.properties);
+    let (mut headers, mut count) = message::headers(&d.properties);
+    if !d.redelivered {
+        // RabbitMQ writes `x-delivery-count` on a redelivery only (its count is 0
+        // before): on a first delivery the header is a producer's, never the broker's.
+        headers.remove(message::DELIVERY_COUNT);
+        count = None;
+    }
     // A copy the runtime published is counted by its own header alone.
     let copy = headers.get(RETRY_COUNT).is_some();
     let delivery = Delivery::new(

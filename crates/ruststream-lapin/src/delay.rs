@@ -1,11 +1,17 @@
 //! Durable delayed redelivery: delay queues that dead-letter back to the queue.
 //!
 //! `RequeueAfter(d)` publishes a copy of the delivery (with publisher confirms) to the
-//! delay queue `QUEUE.delay.MS` and only then acks the original: a crash in between
-//! leaves a duplicate, never a loss. The delay queue is a durable classic queue with
+//! delay queue `QUEUE.delay.MS.quorum` and only then acks the original: a crash in
+//! between leaves a duplicate, never a loss. The delay queue is a quorum queue with
 //! `x-message-ttl` = `MS`, dead-lettering to the default exchange with `QUEUE` as key, so
 //! RabbitMQ moves the copy back when the delay is over, whether or not any consumer
-//! process is still running. RabbitMQ expires messages only at a queue's head, so every
+//! process is still running. Its dead-lettering is at least once
+//! (`x-dead-letter-strategy: at-least-once`, which needs `x-overflow: reject-publish`;
+//! RabbitMQ 3.10 or later): the delay queue keeps an expired copy until `QUEUE` has
+//! confirmed it, so a RabbitMQ node that stops or crashes while moving a copy back
+//! moves it after its restart instead of dropping it (a classic queue's dead-lettering,
+//! the form of the earlier `QUEUE.delay.MS` queues, is at most once). The name says the
+//! form: a queue declared with other arguments would refuse the declaration. RabbitMQ expires messages only at a queue's head, so every
 //! delay has a queue of its own (one TTL per queue: no copy waits behind a longer one).
 //!
 //! Delays map to queues by rounding **up** to two significant digits of milliseconds
@@ -39,8 +45,12 @@ pub(crate) const IDLE_MS: u64 = 600_000;
 /// A delay queue is declared again when used after this long (well under [`IDLE_MS`]).
 const REDECLARE_AFTER: Duration = Duration::from_secs(60);
 
-/// What a delay queue's name adds to the queue's: `.delay.` and the milliseconds.
+/// What a delay queue's name adds to the queue's: `.delay.`, the milliseconds and
+/// [`FORM`].
 const SUFFIX: &str = ".delay.";
+
+/// The delay queues' form, at the end of their names.
+const FORM: &str = ".quorum";
 
 /// The longest queue name RabbitMQ takes.
 const MAX_NAME: usize = 255;
@@ -59,7 +69,7 @@ pub(crate) fn delay_ms(delay: Duration) -> u64 {
 
 /// The delay queue of `queue` for `ms`.
 pub(crate) fn queue_name(queue: &str, ms: u64) -> String {
-    format!("{queue}{SUFFIX}{ms}")
+    format!("{queue}{SUFFIX}{ms}{FORM}")
 }
 
 /// Whether every delay queue of `queue` has a name RabbitMQ takes.
@@ -72,7 +82,9 @@ pub(crate) fn arguments(queue: &str, ms: u64) -> FieldTable {
     let text = |s: &str| AMQPValue::LongString(LongString::from(s.as_bytes().to_vec()));
     let number = |n: u64| AMQPValue::LongLongInt(i64::try_from(n).unwrap_or(i64::MAX));
     let mut args = FieldTable::default();
-    args.insert("x-queue-type".into(), text("classic"));
+    args.insert("x-queue-type".into(), text("quorum"));
+    args.insert("x-dead-letter-strategy".into(), text("at-least-once"));
+    args.insert("x-overflow".into(), text("reject-publish"));
     args.insert("x-message-ttl".into(), number(ms));
     args.insert("x-expires".into(), number(ms.saturating_add(IDLE_MS)));
     args.insert("x-dead-letter-exchange".into(), text(""));
@@ -213,7 +225,7 @@ mod tests {
 
     #[test]
     fn names_fit_or_are_refused() {
-        assert_eq!(queue_name("orders", 1300), "orders.delay.1300");
+        assert_eq!(queue_name("orders", 1300), "orders.delay.1300.quorum");
         assert!(fits("orders"));
         assert!(!fits(&"q".repeat(240)));
     }

@@ -32,10 +32,11 @@
 //! `retry_after(d)` is durable on classic and quorum queues: the subscription declares
 //! native delays (`Capabilities::delays`, up to [`MAX_DELAY`]), so the runtime's decision
 //! asks `RequeueAfter(d)`. The adapter publishes a copy of the delivery, with publisher
-//! confirms, to the delay queue `QUEUE.delay.MS`, and acks the original only once the
-//! copy is confirmed (a crash in between leaves a duplicate, never a loss). The delay
-//! queue is a durable classic queue with `x-message-ttl` = `MS`, dead-lettering to the
-//! default exchange keyed to `QUEUE`, and `x-expires` (its TTL + 10 minutes; declared
+//! confirms, to the delay queue `QUEUE.delay.MS.quorum`, and acks the original only once
+//! the copy is confirmed (a crash in between leaves a duplicate, never a loss). The delay
+//! queue is a quorum queue with `x-message-ttl` = `MS`, dead-lettering at least once
+//! (`x-dead-letter-strategy`, with `x-overflow: reject-publish`) to the default exchange
+//! keyed to `QUEUE`, and `x-expires` (its TTL + 10 minutes; declared
 //! again when used after a minute): RabbitMQ moves the copy back after the delay even if
 //! the consumer process died. One queue per delay, since RabbitMQ expires messages only
 //! at a queue's head; delays are rounded **up** to two significant digits of milliseconds
@@ -57,8 +58,12 @@
 //! * a delay queue that cannot be declared or published to at settlement: the original
 //!   is held unsettled for the delay, then requeued (logged; the settlement is an error).
 //!
-//! The delay queues are classic queues: a RabbitMQ node that crashes while moving a copy
-//! back (classic dead-lettering is at most once) can lose it.
+//! A copy due while RabbitMQ stops or crashes stays in its delay queue until `QUEUE`
+//! confirmed it (at-least-once dead-lettering), so a restart loses none.
+//!
+//! Acks are coalesced: those that arrive while an ack is being written go out together,
+//! as one `basic.ack multiple=true` over the run of tags just above the settled ones
+//! (never over a delivery still in hand) and plain acks above a gap.
 //! AMQP 0-9-1 does not answer acks: a settlement is done (its `Settling` completes)
 //! once its frame is written to the connection. A settlement of a delivery whose channel
 //! is gone is `AckError::Disconnected`: the broker has already put the delivery back.
@@ -69,10 +74,18 @@
 //! and waits 250 ms before closing the connection, which makes that rarer, not
 //! impossible: a duplicate, never a loss.
 //!
+//! A graceful stop drains: the subscription accepts `SubscribeSpec::drain`; once it is
+//! requested, the consumer is cancelled (`basic.cancel`), the deliveries already
+//! received are yielded and the stream ends, and the channel stays open for their
+//! settlements until the broker closes. A subscription dropped without a drain cancels
+//! its consumer first and then closes its channel, which returns the unsettled.
+//!
 //! A delivery's broker attempt comes from `x-delivery-count` where the queue counts
 //! (quorum queues: none on the first delivery, attempt 1; `n` is attempt `n + 1`); a copy
 //! the runtime published (it carries `x-ruststream-retry-count`) is counted by that
-//! header alone, never by both.
+//! header alone, never by both. `x-delivery-count` is read only on a redelivery
+//! (`redelivered` set: RabbitMQ writes its count then); on a first delivery it is a
+//! producer's and is removed, and the publisher never sends one.
 //!
 //! # Queues
 //!
@@ -176,12 +189,14 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+mod ack_batch;
 mod acker;
 mod address;
 mod connection;
 mod consumer;
 mod declare;
 mod delay;
+mod drain;
 mod error;
 mod inspect;
 mod message;
@@ -191,6 +206,7 @@ mod publisher;
 mod queue;
 mod retry;
 mod settings;
+mod stream;
 mod url;
 
 use std::sync::{Arc, Mutex, PoisonError};
@@ -323,7 +339,7 @@ impl LapinBroker {
             delayed,
         };
         let (subscription, task) =
-            consumer::subscribe(self.connector.clone(), consume, capabilities).await?;
+            consumer::subscribe(self.connector.clone(), consume, capabilities, spec.drain).await?;
         self.tasks
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

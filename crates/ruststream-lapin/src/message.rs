@@ -4,7 +4,7 @@
 //! properties of those names (where the value is UTF-8 of at most 255 bytes; otherwise
 //! as a header); every other header is an entry of the `headers` table holding a byte
 //! string (a header given several values: an array of them). Messages are published
-//! persistent (`delivery-mode` 2). Received table entries that are numbers, booleans
+//! persistent (`delivery-mode` 2), never with `x-delivery-count` (the broker's count). Received table entries that are numbers, booleans
 //! or byte strings become headers as text or bytes; arrays give one value each; nested
 //! tables (`x-death`) are left out.
 
@@ -23,6 +23,11 @@ pub(crate) fn properties(headers: &Headers) -> Result<BasicProperties, String> {
     let mut table = FieldTable::default();
     for (name, value) in headers.iter() {
         let name = name.as_str();
+        if name == DELIVERY_COUNT {
+            // The broker's to write: a message published with one could pass for
+            // counted deliveries.
+            continue;
+        }
         if PROPERTIES.contains(&name)
             && let Some(text) = value.to_str().filter(|t| t.len() <= 255)
         {

@@ -87,6 +87,11 @@ impl Harness for Lapin {
         }
     }
 
+    /// The subscription cancels its consumer at a graceful stop and yields what it had.
+    fn drains(&self) -> bool {
+        true
+    }
+
     fn capabilities(&self) -> Capabilities {
         let (counts, dead_letters) = match self.kind {
             Kind::Quorum => (true, false),

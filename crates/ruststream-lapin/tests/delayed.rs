@@ -1,4 +1,4 @@
-//! `retry_after` through the delay queues (`QUEUE.delay.MS`), on a classic and a quorum
+//! `retry_after` through the delay queues (`QUEUE.delay.MS.quorum`), on a classic and a quorum
 //! queue of both brokers, through the runtime (default subscription options):
 //!
 //! * the copy comes back after the delay as the next attempt, on a quorum queue after
@@ -133,7 +133,7 @@ async fn delayed_copies_count_on_and_the_cap_dead_letters(rabbit: Rabbit, kind: 
     );
     running.stop().await.expect("stops");
     // The copies went through RabbitMQ's delay queue, which is empty now.
-    let delay_queue = format!("{queue}.delay.{}", DELAY.as_millis());
+    let delay_queue = format!("{queue}.delay.{}.quorum", DELAY.as_millis());
     assert_eq!(waiting(rabbit, &delay_queue).await, 0);
     assert_eq!(waiting(rabbit, &queue).await, 0);
     publisher.close().await;
@@ -166,7 +166,7 @@ async fn next(sub: &mut ruststream_core::Subscription) -> ruststream_core::Deliv
 /// after it; nothing is lost.
 async fn an_undeclarable_delay_queue_holds_the_original(rabbit: Rabbit, kind: &str) {
     let queue = unique(&format!("undeclarable-{kind}"));
-    let delay_queue = format!("{queue}.delay.{}", DELAY.as_millis());
+    let delay_queue = format!("{queue}.delay.{}.quorum", DELAY.as_millis());
     declare(
         rabbit,
         &[

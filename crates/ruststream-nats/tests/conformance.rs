@@ -91,6 +91,11 @@ impl Harness for Nats {
         false
     }
 
+    /// A JetStream subscription drains at a graceful stop; core NATS has nothing to.
+    fn drains(&self) -> bool {
+        self.form == Form::JetStream
+    }
+
     /// A subject a sealed stream holds: JetStream refuses a publish to it at once. (A
     /// subject no stream holds will not do: the adapter makes a stream for a dead letter
     /// that has none.)

@@ -25,8 +25,13 @@ pub(crate) enum Form {
     AmqpQuorum,
     /// A RabbitMQ 4 classic queue (AMQP 1.0).
     AmqpClassic,
-    /// A RabbitMQ 4 quorum queue that dead-letters itself, over AMQP 0-9-1 (lapin).
+    /// A RabbitMQ 4 quorum queue made by the operator (`x-queue-type` only: no delivery
+    /// limit, no dead-letter exchange), over AMQP 0-9-1 (lapin), the mount's default
+    /// options.
     LapinQuorum,
+    /// A RabbitMQ 4 quorum queue that dead-letters itself, made by the mount's
+    /// `declare(Quorum)`, over AMQP 0-9-1 (lapin).
+    LapinDeclared,
     /// A RabbitMQ 4 classic queue, over AMQP 0-9-1 (lapin).
     LapinClassic,
     /// A NATS JetStream durable pull consumer (the stream made from the mount).
@@ -78,7 +83,7 @@ impl Server {
 pub(crate) const CLAIMING_MIN_IDLE: Duration = Duration::from_secs(2);
 
 impl Form {
-    pub(crate) const ALL: [Form; 10] = [
+    pub(crate) const ALL: [Form; 11] = [
         Form::Memory,
         Form::RedisStream,
         Form::RedisZset,
@@ -87,6 +92,7 @@ impl Form {
         Form::AmqpQuorum,
         Form::AmqpClassic,
         Form::LapinQuorum,
+        Form::LapinDeclared,
         Form::LapinClassic,
         Form::Nats,
     ];
@@ -101,6 +107,7 @@ impl Form {
             Form::AmqpQuorum => "amqp-quorum",
             Form::AmqpClassic => "amqp-classic",
             Form::LapinQuorum => "lapin-quorum",
+            Form::LapinDeclared => "lapin-declared",
             Form::LapinClassic => "lapin-classic",
             Form::Nats => "nats",
         }
@@ -116,7 +123,12 @@ impl Form {
             Form::RedisList => "Redis `ReliableList`",
             Form::AmqpQuorum => "RabbitMQ 4 quorum queue (AMQP 1.0, dead-letters itself)",
             Form::AmqpClassic => "RabbitMQ 4 classic queue (AMQP 1.0)",
-            Form::LapinQuorum => "RabbitMQ 4 quorum queue (AMQP 0-9-1, lapin, dead-letters itself)",
+            Form::LapinQuorum => {
+                "RabbitMQ 4 quorum queue made by the operator (AMQP 0-9-1, lapin, default options)"
+            }
+            Form::LapinDeclared => {
+                "RabbitMQ 4 quorum queue, `declare(Quorum)` (AMQP 0-9-1, lapin, dead-letters itself)"
+            }
             Form::LapinClassic => "RabbitMQ 4 classic queue (AMQP 0-9-1, lapin)",
             Form::Nats => "NATS JetStream (durable pull consumer, `-NAK` with delay)",
         }
@@ -130,7 +142,7 @@ impl Form {
                 Server::Redis
             }
             Form::AmqpQuorum | Form::AmqpClassic => Server::Amqp,
-            Form::LapinQuorum | Form::LapinClassic => Server::Lapin,
+            Form::LapinQuorum | Form::LapinDeclared | Form::LapinClassic => Server::Lapin,
             Form::Nats => Server::Nats,
         }
     }
@@ -141,7 +153,7 @@ impl Form {
     /// dead-letter exchange rejects the original of each `retry_after` copy into it), not
     /// a spent message. JetStream does not dead-letter: the runtime does.
     pub(crate) fn broker_dead_letters(self) -> bool {
-        matches!(self, Form::AmqpQuorum | Form::LapinQuorum)
+        matches!(self, Form::AmqpQuorum | Form::LapinDeclared)
     }
 
     /// Whether `retry_after(50ms)` is a copy held in the consumer's process (lost if the
@@ -150,8 +162,8 @@ impl Form {
     /// Durable elsewhere: `DurableZset` and `Claiming` keep the entry on Redis, JetStream
     /// naks with the delay, a quorum queue that dead-letters itself (AMQP 1.0 or lapin)
     /// holds the delivery unsettled through the delay, then requeues it, and lapin's
-    /// classic queue sends a confirmed copy to a delay queue (`QUEUE.delay.MS`) that
-    /// dead-letters it back.
+    /// classic and operator-made quorum queues send a confirmed copy to a delay queue
+    /// (`QUEUE.delay.MS.quorum`) that dead-letters it back at least once.
     pub(crate) fn delays_in_process(self) -> bool {
         matches!(
             self,
@@ -160,7 +172,7 @@ impl Form {
     }
 
     /// The consumer's mount options for this form: the form's defaults, plus the
-    /// queue declaration AMQP needs.
+    /// queue declaration AMQP needs where the operator did not make the queue.
     pub(crate) fn configure(self, mount: Mount) -> Mount {
         match self {
             Form::Memory => mount,
@@ -170,7 +182,10 @@ impl Form {
             Form::RedisList => mount.option(ReliableList::new()),
             Form::AmqpQuorum => mount.option(SubscribeOptions::new().declare(QueueType::Quorum)),
             Form::AmqpClassic => mount.option(SubscribeOptions::new().declare(QueueType::Classic)),
-            Form::LapinQuorum => mount.option(LapinOptions::new().declare(LapinQueueType::Quorum)),
+            Form::LapinQuorum => mount,
+            Form::LapinDeclared => {
+                mount.option(LapinOptions::new().declare(LapinQueueType::Quorum))
+            }
             Form::LapinClassic => {
                 mount.option(LapinOptions::new().declare(LapinQueueType::Classic))
             }
@@ -199,4 +214,10 @@ impl FromStr for Form {
             .find(|f| f.name() == s)
             .ok_or_else(|| format!("unknown form {s}"))
     }
+}
+
+/// Whether the operator makes the form's queue before the consumers start (the harness
+/// does, with `x-queue-type` alone).
+pub(crate) fn operator_made(form: Form) -> Option<&'static str> {
+    (form == Form::LapinQuorum).then_some("quorum")
 }

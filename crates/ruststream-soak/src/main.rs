@@ -11,7 +11,8 @@
 //! ```
 //!
 //! Forms: memory, redis-stream, redis-zset, redis-claiming, redis-list, amqp-quorum,
-//! amqp-classic, lapin-quorum, lapin-classic, nats. Faults: none, kill, redis-kill,
+//! amqp-classic, lapin-quorum (operator-made, default options), lapin-declared,
+//! lapin-classic, nats. Faults: none, kill, redis-kill,
 //! rabbit-restart, nats-restart, reset, black-hole.
 
 mod args;
@@ -21,6 +22,7 @@ mod fault;
 mod form;
 mod jetstream;
 mod net;
+mod operator;
 mod pending;
 mod produce;
 mod proxy;

@@ -152,6 +152,9 @@ impl<'a> Run<'a> {
     }
 
     pub(crate) async fn go(mut self) -> Result<Report, BoxError> {
+        if let Some(kind) = crate::form::operator_made(self.plan.form) {
+            crate::operator::declare(&self.direct, self.address, kind).await?;
+        }
         let mut dead = self.spawn_consumer(true)?;
         self.ready(&mut dead, "dead").await?;
         self.dead = Some(dead);
