@@ -4,6 +4,7 @@ use fe2o3_amqp_types::primitives::Value;
 use ruststream_core::{Declaration, SubscribeError};
 
 use crate::connection::Connector;
+use crate::limit;
 use crate::management::{Management, ManagementError, queue_path};
 use crate::options::SubscribeOptions;
 use crate::queue::{Check, QueueInfo, arguments, check};
@@ -43,7 +44,8 @@ pub(crate) async fn find_out(
             return Ok(None);
         }
     };
-    let found = inspect(&mut management, &name, options, declaration).await;
+    let major = connector.broker_major();
+    let found = inspect(&mut management, &name, options, declaration, major).await;
     management.close().await;
     found
 }
@@ -53,6 +55,7 @@ async fn inspect(
     name: &str,
     options: &SubscribeOptions,
     declaration: &Declaration,
+    major: Option<u32>,
 ) -> Result<Option<QueueInfo>, SubscribeError> {
     let failed = |e: ManagementError| SubscribeError::Disconnected(format!("queue {name}: {e}"));
     let path = queue_path(name);
@@ -63,7 +66,7 @@ async fn inspect(
     if answer.status == 404
         && let Some(kind) = options.declare
     {
-        let body = arguments(kind, declaration).map_err(SubscribeError::BadOption)?;
+        let body = arguments(kind, declaration, major).map_err(SubscribeError::BadOption)?;
         let made = management
             .request("PUT", &path, Some(body))
             .await
@@ -136,20 +139,21 @@ async fn inspect(
              it receives the original of every retry_after copy (rejected, then copied \
              after the delay); the mount's dead letters are published by the runtime");
     }
-    if info.kind == "quorum"
-        && info.delivery_limit.is_none()
-        && let Some(n) = declaration.max_attempts
-        && i64::from(n.get()) - 1 > DEFAULT_QUORUM_LIMIT
-    {
-        tracing::warn!(queue = %name, max_attempts = n.get(),
-            "amqp: the queue has no x-delivery-limit; RabbitMQ 4 applies 20 unless a policy \
-             sets another, and drops (or dead-letters) a message before max_attempts");
+    if info.kind == "quorum" || options.delivery_limit.is_some() {
+        let limit = limit::effective(
+            &info.kind,
+            info.delivery_limit,
+            options.delivery_limit,
+            major,
+        );
+        match limit::check(limit, declaration, name, info.dlx.is_some()) {
+            Err(how) => return Err(SubscribeError::BadOption(format!("queue {name} {how}"))),
+            Ok(Some(warning)) => tracing::warn!(queue = %name, "amqp: {warning}"),
+            Ok(None) => {}
+        }
     }
     Ok(Some(info))
 }
-
-/// RabbitMQ 4's delivery limit of a quorum queue that sets none.
-const DEFAULT_QUORUM_LIMIT: i64 = 20;
 
 /// Whether `exchange` is bound to `queue` with `key`.
 async fn bound(

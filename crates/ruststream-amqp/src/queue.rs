@@ -140,17 +140,28 @@ pub(crate) fn delivery_limit(max_attempts: u32) -> i64 {
     i64::from(max_attempts) - 1
 }
 
-/// The arguments a declaration gives a new queue of `kind`.
-pub(crate) fn arguments(kind: QueueType, declaration: &Declaration) -> Result<Value, String> {
+/// The arguments a declaration gives a new queue of `kind` on a broker of `major`
+/// version (a quorum queue without `max_attempts` gets `x-delivery-limit` `-1` on
+/// RabbitMQ 4, whose default would remove messages after 21 deliveries).
+pub(crate) fn arguments(
+    kind: QueueType,
+    declaration: &Declaration,
+    major: Option<u32>,
+) -> Result<Value, String> {
     let mut args = OrderedMap::new();
     let mut put = |k: &str, v: Value| {
         args.insert(Value::String(k.to_owned()), v);
     };
     put("x-queue-type", Value::String(kind.name().to_owned()));
+    let limit = match declaration.max_attempts {
+        Some(n) => Some(delivery_limit(n.get())),
+        // Without a cap, no limit: RabbitMQ 4's default would remove messages.
+        None => crate::limit::unlimited_argument(major),
+    };
     if kind == QueueType::Quorum
-        && let Some(n) = declaration.max_attempts
+        && let Some(limit) = limit
     {
-        put("x-delivery-limit", Value::Long(delivery_limit(n.get())));
+        put("x-delivery-limit", Value::Long(limit));
     }
     // Only a quorum queue dead-letters for the mount. On a classic queue the runtime
     // publishes its dead letters itself, and a dead-letter exchange would also take
@@ -372,7 +383,8 @@ mod tests {
 
     #[test]
     fn a_declared_classic_queue_leaves_dead_letters_to_the_runtime() {
-        let Value::Map(body) = arguments(QueueType::Classic, &decl(4, Some("d"))).unwrap() else {
+        let Value::Map(body) = arguments(QueueType::Classic, &decl(4, Some("d")), Some(4)).unwrap()
+        else {
             panic!("not a map")
         };
         let Some(Value::Map(args)) = get(&body, "arguments") else {
@@ -401,7 +413,7 @@ mod tests {
     #[test]
     fn declared_arguments() {
         let Value::Map(body) =
-            arguments(QueueType::Quorum, &decl(4, Some("/queues/a%20b"))).unwrap()
+            arguments(QueueType::Quorum, &decl(4, Some("/queues/a%20b")), Some(4)).unwrap()
         else {
             panic!("not a map")
         };

@@ -6,15 +6,18 @@ use ruststream_core::{SubscribeError, SubscribeSpec};
 use crate::probe;
 use crate::queue::{self, QueueInfo, QueueType};
 
-/// Makes `queue`, of `kind`, with the arguments the mount's declaration implies (see
-/// [`queue::arguments`]), and a quorum queue's dead-letter queue.
+/// Makes `queue`, of `kind`, with the arguments the mount's declaration implies on a
+/// broker of `major` version (see [`queue::arguments`]), and a quorum queue's
+/// dead-letter queue.
 pub(crate) async fn declare(
     connection: &lapin::Connection,
     queue: &str,
     kind: QueueType,
     spec: &SubscribeSpec,
+    major: Option<u32>,
 ) -> Result<QueueInfo, SubscribeError> {
-    let args = queue::arguments(kind, &spec.declaration).map_err(SubscribeError::BadOption)?;
+    let args =
+        queue::arguments(kind, &spec.declaration, major).map_err(SubscribeError::BadOption)?;
     let channel = connection
         .create_channel()
         .await

@@ -96,7 +96,11 @@
 //! message `limit + 1` times) and its `dead_letter` must be where the queue dead-letters
 //! to (a queue `Q`: exchange `""` with key `Q`; `/exchanges/X/K`: exchange `X`, key
 //! `K`); otherwise subscribing fails with `SubscribeError::BadOption` saying how they
-//! differ. A missing queue is `SubscribeError::BadAddress`, unless
+//! differ. RabbitMQ 4 gives a quorum queue without `x-delivery-limit` a limit of 20 of
+//! its own (RabbitMQ 3 none): the adapter reads the broker's version and refuses a
+//! `max_attempts` above the queue's effective limit + 1, naming the fix (a policy's
+//! limit is stated with [`SubscribeOptions::delivery_limit`]). A missing queue is
+//! `SubscribeError::BadAddress`, unless
 //! [`SubscribeOptions::declare`] makes it from the mount's declaration. Policies are not
 //! arguments and cannot be seen: [`SubscribeOptions::counts`] and
 //! [`SubscribeOptions::dead_letters`] say what a policy makes the queue do. A user
@@ -129,7 +133,8 @@
 //! broker) and the mount's settings (`RUSTSTREAM_MOUNT__<ADDRESS>__<KEY>`) are read in
 //! that order (a later key wins); typed [`SubscribeOptions`] win over every key. Keys:
 //! `prefetch` (1 to 65535), `declare` (`classic`, `quorum`), `counts` and
-//! `dead_letters` (`true`, `false`). lapin's own query keys (`heartbeat`,
+//! `dead_letters` (`true`, `false`), `delivery_limit` (a whole number, negative: none;
+//! see [`SubscribeOptions::delivery_limit`]). lapin's own query keys (`heartbeat`,
 //! `connection_timeout`, `frame_max`, `channel_max`, `auth_mechanism`) stay with lapin.
 //! A key not among them or a value that does not read is an error naming it.
 //!
@@ -184,12 +189,14 @@ mod declare;
 mod delay;
 mod error;
 mod inspect;
+mod limit;
 mod message;
 mod options;
 mod probe;
 mod publisher;
 mod queue;
 mod retry;
+mod server;
 mod settings;
 mod url;
 
@@ -230,6 +237,8 @@ pub struct LapinBroker {
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     /// Subscription settings from the URL's query, under every mount's own.
     url_settings: Vec<Setting>,
+    /// The broker's version (its queues' defaults depend on it).
+    version: server::Version,
 }
 
 impl LapinBroker {
@@ -248,6 +257,7 @@ impl LapinBroker {
         for other in &options.failover {
             urls.push(url::BrokerUrl::parse(other)?);
         }
+        let version = server::Version::new(urls.iter().map(|u| u.uri.clone()).collect());
         let connector = Arc::new(Connector::connect(urls, options).await?);
         let publisher = Arc::new(LapinPublisher::new(connector.clone()));
         Ok(Self {
@@ -256,6 +266,7 @@ impl LapinBroker {
             connector,
             tasks: Mutex::new(Vec::new()),
             url_settings,
+            version,
         })
     }
 
@@ -356,7 +367,10 @@ impl LapinBroker {
         let info = match found {
             Found::Queue(info) => info,
             Found::Missing => match options.declare {
-                Some(kind) => declare::declare(&connection, queue, kind, spec).await?,
+                Some(kind) => {
+                    let major = self.version.major().await;
+                    declare::declare(&connection, queue, kind, spec, major).await?
+                }
                 None => return Err(SubscribeError::BadAddress(format!("no queue {queue}"))),
             },
             Found::Unreadable(why) if options.declare.is_some() => {
@@ -372,6 +386,22 @@ impl LapinBroker {
         };
         queue::check(&info, &spec.declaration, options.declare)
             .map_err(|how| SubscribeError::BadOption(format!("queue {queue} {how}")))?;
+        if info.kind == "quorum" || options.delivery_limit.is_some() {
+            let major = self.version.major().await;
+            let limit = limit::effective(
+                &info.kind,
+                info.delivery_limit,
+                options.delivery_limit,
+                major,
+            );
+            match limit::check(limit, &spec.declaration, queue, info.dlx.is_some()) {
+                Err(how) => {
+                    return Err(SubscribeError::BadOption(format!("queue {queue} {how}")));
+                }
+                Ok(Some(warning)) => tracing::warn!(queue, "lapin: {warning}"),
+                Ok(None) => {}
+            }
+        }
         Ok(Some(info))
     }
 }

@@ -31,6 +31,7 @@ pub struct SubscribeOptions {
     pub(crate) declare: Option<QueueType>,
     pub(crate) counts: Option<bool>,
     pub(crate) dead_letters: Option<bool>,
+    pub(crate) delivery_limit: Option<i64>,
 }
 
 impl SubscribeOptions {
@@ -41,6 +42,7 @@ impl SubscribeOptions {
             declare: None,
             counts: None,
             dead_letters: None,
+            delivery_limit: None,
         }
     }
 
@@ -77,6 +79,16 @@ impl SubscribeOptions {
     /// dead-letter exchange come from a policy, which the adapter cannot read.
     pub const fn dead_letters(mut self, dead_letters: bool) -> Self {
         self.dead_letters = Some(dead_letters);
+        self
+    }
+
+    /// The delivery limit the quorum queue enforces (negative: none), overriding what
+    /// was found out (its `x-delivery-limit`, else the broker's default: 20 on
+    /// RabbitMQ 4, none on RabbitMQ 3). Set it for a queue whose limit comes from a
+    /// policy's `delivery-limit`, which the adapter cannot read: a `max_attempts` whose
+    /// deliveries do not fit under the limit is refused at subscribe.
+    pub const fn delivery_limit(mut self, limit: i64) -> Self {
+        self.delivery_limit = Some(limit);
         self
     }
 }

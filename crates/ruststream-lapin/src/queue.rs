@@ -134,6 +134,7 @@ pub(crate) fn hints(declaration: &Declaration) -> Vec<(&'static str, AMQPValue)>
         ("x-queue-type", text("stream")),
         ("x-dead-letter-strategy", text("at-least-once")),
         ("x-overflow", text("reject-publish")),
+        ("x-delivery-limit", AMQPValue::LongLongInt(-1)),
     ];
     if let Some(n) = declaration.max_attempts {
         hints.push((
@@ -159,21 +160,29 @@ pub(crate) fn delivery_limit(max_attempts: u32) -> i64 {
     i64::from(max_attempts) - 1
 }
 
-/// The arguments a declaration gives a new queue of `kind`. Only a quorum queue gets the
+/// The arguments a declaration gives a new queue of `kind` on a broker of `major`
+/// version (a quorum queue without `max_attempts` gets `x-delivery-limit` `-1` on
+/// RabbitMQ 4, whose default would remove messages after 21 deliveries). Only a quorum queue gets the
 /// mount's dead letter as its dead-letter exchange (it dead-letters itself at the cap);
 /// a classic queue gets none: the runtime dead-letters for it, and an exchange would
 /// also take every message a handler drops (`drop` rejects: no dead letter gets it).
-pub(crate) fn arguments(kind: QueueType, declaration: &Declaration) -> Result<FieldTable, String> {
+pub(crate) fn arguments(
+    kind: QueueType,
+    declaration: &Declaration,
+    major: Option<u32>,
+) -> Result<FieldTable, String> {
     let mut args = FieldTable::default();
     let text = |s: &str| AMQPValue::LongString(LongString::from(s.as_bytes().to_vec()));
     args.insert("x-queue-type".into(), text(kind.name()));
+    let limit = match declaration.max_attempts {
+        Some(n) => Some(delivery_limit(n.get())),
+        // Without a cap, no limit: RabbitMQ 4's default would remove messages.
+        None => crate::limit::unlimited_argument(major),
+    };
     if kind == QueueType::Quorum
-        && let Some(n) = declaration.max_attempts
+        && let Some(limit) = limit
     {
-        args.insert(
-            "x-delivery-limit".into(),
-            AMQPValue::LongLongInt(delivery_limit(n.get())),
-        );
+        args.insert("x-delivery-limit".into(), AMQPValue::LongLongInt(limit));
     }
     if let Some(dead) = declaration
         .dead_letter
@@ -349,17 +358,18 @@ mod tests {
 
     #[test]
     fn declared_arguments() {
-        let args = arguments(QueueType::Quorum, &declared(3, Some("dead"))).expect("ok");
+        let args = arguments(QueueType::Quorum, &declared(3, Some("dead")), Some(4)).expect("ok");
         let info = QueueInfo::from_arguments(&args);
         assert_eq!(info, quorum(Some(2), Some(""), Some("dead")));
         assert_eq!(
             check(&info, &declared(3, Some("dead")), Some(QueueType::Quorum)),
             Ok(())
         );
-        let classic = arguments(QueueType::Classic, &Declaration::default()).expect("ok");
+        let classic = arguments(QueueType::Classic, &Declaration::default(), Some(4)).expect("ok");
         assert_eq!(QueueInfo::from_arguments(&classic).kind, "classic");
         // A declared classic queue gets no dead-letter exchange, and passes the check.
-        let classic = arguments(QueueType::Classic, &declared(3, Some("dead"))).expect("ok");
+        let classic =
+            arguments(QueueType::Classic, &declared(3, Some("dead")), Some(4)).expect("ok");
         let info = QueueInfo::from_arguments(&classic);
         assert_eq!(info.dlx, None);
         assert_eq!(

@@ -7,7 +7,13 @@ use crate::options::SubscribeOptions;
 use crate::queue::QueueType;
 
 /// The keys this broker reads.
-pub(crate) const KEYS: &[&str] = &["prefetch", "declare", "counts", "dead_letters"];
+pub(crate) const KEYS: &[&str] = &[
+    "prefetch",
+    "declare",
+    "counts",
+    "dead_letters",
+    "delivery_limit",
+];
 
 /// Query keys of the URL that lapin itself reads (they stay in the URL).
 pub(crate) const CLIENT_KEYS: &[&str] = &[
@@ -53,6 +59,11 @@ fn apply(options: SubscribeOptions, setting: &Setting) -> Result<SubscribeOption
         },
         "counts" => options.counts(setting.flag()?),
         "dead_letters" => options.dead_letters(setting.flag()?),
+        "delivery_limit" => options.delivery_limit(
+            setting
+                .number()
+                .map_err(|_| setting.invalid("expected a whole number (negative: none)"))?,
+        ),
         _ => return Err(setting.unknown("lapin", KEYS)),
     })
 }
@@ -92,6 +103,7 @@ mod tests {
             (&[("prefetch", "70000")][..], "1 to 65535"),
             (&[("declare", "lazy")][..], "classic, quorum"),
             (&[("dead_letters", "perhaps")][..], "true or false"),
+            (&[("delivery_limit", "many")][..], "whole number"),
         ] {
             let error = options(&Options::default(), &url(pairs))
                 .expect_err("refused")
