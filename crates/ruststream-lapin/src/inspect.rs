@@ -54,7 +54,7 @@ impl LapinBroker {
         };
         let queue = crate::address::queue(address.as_str())
             .map_err(|e| unsupported(format!("only queues can be browsed ({e})")))?;
-        let found = probe::describe(connection, &queue, &[])
+        let found = probe::describe(connection, &queue, &[], None)
             .await
             .map_err(|e| match e {
                 ProbeError::Connection(why) | ProbeError::Refused(why) => {
@@ -73,7 +73,7 @@ impl LapinBroker {
                 info.kind
             ))),
             Found::Missing => Err(unsupported(format!("queue {queue} does not exist"))),
-            Found::Unreadable(why) => Err(unsupported(format!(
+            Found::Unreadable(why) | Found::Denied(why) => Err(unsupported(format!(
                 "cannot tell what queue {queue} is ({why}): only classic queues are browsed"
             ))),
         }

@@ -78,8 +78,9 @@
 //!
 //! AMQP 0-9-1 cannot read a queue's arguments, but RabbitMQ refuses a `queue.declare`
 //! whose arguments differ from the queue's and names the argument and its current value.
-//! At subscribe the adapter asks that way (declarations on throw-away channels, each
-//! taking one refusal's value, until one is accepted, which changes nothing) and
+//! At subscribe the adapter asks that way (the declaration the mount implies first, then
+//! declarations on throw-away channels, each taking one refusal's value, until one is
+//! accepted, which changes nothing) and
 //! learns the queue's type, `x-delivery-limit` and dead-letter exchange and key:
 //!
 //! | queue | counts | requeues | dead-letters itself |
@@ -99,9 +100,11 @@
 //! differ. RabbitMQ 4 gives a quorum queue without `x-delivery-limit` a limit of 20 of
 //! its own (RabbitMQ 3 none): the adapter reads the broker's version and refuses a
 //! `max_attempts` above the queue's effective limit + 1, naming the fix (a policy's
-//! limit is stated with [`SubscribeOptions::delivery_limit`]). A missing queue is
-//! `SubscribeError::BadAddress`, unless
-//! [`SubscribeOptions::declare`] makes it from the mount's declaration. Policies are not
+//! limit is stated with [`SubscribeOptions::delivery_limit`]). By default a missing
+//! queue is declared as a durable quorum queue from the mount's declaration (with its
+//! dead-letter queue); [`SubscribeOptions::declare`] picks the type (and refuses an
+//! existing queue of another), [`SubscribeOptions::never_declare`] makes a missing
+//! queue `SubscribeError::BadAddress`. An existing queue is never changed. Policies are not
 //! arguments and cannot be seen: [`SubscribeOptions::counts`] and
 //! [`SubscribeOptions::dead_letters`] say what a policy makes the queue do. A user
 //! without the configure permission on the queue cannot probe it: the subscription gets
@@ -132,7 +135,7 @@
 //! The broker URL's query (`amqp://h:5672/%2f?prefetch=64`: every subscription of the
 //! broker) and the mount's settings (`RUSTSTREAM_MOUNT__<ADDRESS>__<KEY>`) are read in
 //! that order (a later key wins); typed [`SubscribeOptions`] win over every key. Keys:
-//! `prefetch` (1 to 65535), `declare` (`classic`, `quorum`), `counts` and
+//! `prefetch` (1 to 65535), `declare` (`classic`, `quorum`, `never`), `counts` and
 //! `dead_letters` (`true`, `false`), `delivery_limit` (a whole number, negative: none;
 //! see [`SubscribeOptions::delivery_limit`]). lapin's own query keys (`heartbeat`,
 //! `connection_timeout`, `frame_max`, `channel_max`, `auth_mechanism`) stay with lapin.
@@ -218,7 +221,6 @@ use acker::Delayed;
 use connection::Connector;
 use consumer::ConsumeSpec;
 use delay::Delays;
-use probe::{Found, ProbeError};
 use queue::QueueInfo;
 
 /// How long `close` lets the last acks land before closing the connection.
@@ -342,8 +344,7 @@ impl LapinBroker {
         Ok(subscription)
     }
 
-    /// What the queue is (made first if the options declare it and it is missing);
-    /// `None` where the broker's answer could not be read (the defaults apply).
+    /// What the queue is (see [`declare::find_out`]).
     async fn find_out(
         &self,
         queue: &str,
@@ -355,54 +356,7 @@ impl LapinBroker {
             .connection()
             .await
             .map_err(SubscribeError::Disconnected)?;
-        let hints = queue::hints(&spec.declaration);
-        let found = probe::describe(&connection, queue, &hints)
-            .await
-            .map_err(|e| match e {
-                ProbeError::Connection(why) => SubscribeError::Disconnected(why),
-                ProbeError::Refused(why) => {
-                    SubscribeError::Refused(format!("queue {queue}: {why}"))
-                }
-            })?;
-        let info = match found {
-            Found::Queue(info) => info,
-            Found::Missing => match options.declare {
-                Some(kind) => {
-                    let major = self.version.major().await;
-                    declare::declare(&connection, queue, kind, spec, major).await?
-                }
-                None => return Err(SubscribeError::BadAddress(format!("no queue {queue}"))),
-            },
-            Found::Unreadable(why) if options.declare.is_some() => {
-                return Err(SubscribeError::Refused(format!(
-                    "queue {queue}: cannot tell what it is ({why})"
-                )));
-            }
-            Found::Unreadable(why) => {
-                tracing::warn!(queue, reason = %why,
-                    "lapin: cannot tell what the queue is; using the default capabilities");
-                return Ok(None);
-            }
-        };
-        queue::check(&info, &spec.declaration, options.declare)
-            .map_err(|how| SubscribeError::BadOption(format!("queue {queue} {how}")))?;
-        if info.kind == "quorum" || options.delivery_limit.is_some() {
-            let major = self.version.major().await;
-            let limit = limit::effective(
-                &info.kind,
-                info.delivery_limit,
-                options.delivery_limit,
-                major,
-            );
-            match limit::check(limit, &spec.declaration, queue, info.dlx.is_some()) {
-                Err(how) => {
-                    return Err(SubscribeError::BadOption(format!("queue {queue} {how}")));
-                }
-                Ok(Some(warning)) => tracing::warn!(queue, "lapin: {warning}"),
-                Ok(None) => {}
-            }
-        }
-        Ok(Some(info))
+        declare::find_out(&connection, queue, options, spec, &self.version).await
     }
 }
 

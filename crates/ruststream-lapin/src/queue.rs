@@ -212,14 +212,22 @@ pub(crate) fn check(
     info: &QueueInfo,
     declaration: &Declaration,
     declared: Option<QueueType>,
+    queue: &str,
 ) -> Result<(), String> {
+    // An existing queue's arguments cannot be changed (and a policy cannot raise a
+    // delivery limit an argument sets): the queue is made again.
+    let remake = format!(
+        "make the queue again: `rabbitmqctl delete_queue {queue}` (its messages go with it), \
+         then start the service, which declares it as the mount implies"
+    );
     if let Some(kind) = declared
         && kind.name() != info.kind
     {
         return Err(format!(
-            "is a {} queue, declared {}",
+            "is a {} queue, declared {}; fix: declare={} on the mount, or {remake}",
             info.kind,
-            kind.name()
+            kind.name(),
+            info.kind
         ));
     }
     let strict = info.dead_letters_itself() || declared.is_some();
@@ -236,7 +244,9 @@ pub(crate) fn check(
         };
         if !agrees {
             return Err(format!(
-                "has x-delivery-limit {limit}, max_attempts({n}) needs {wanted}"
+                "has x-delivery-limit {limit}, max_attempts({n}) needs {wanted}; fix: \
+                 max_attempts({}) on the mount, or {remake}",
+                limit + 1
             ));
         }
     }
@@ -252,7 +262,12 @@ pub(crate) fn check(
     else {
         return Ok(());
     };
-    let differs = |has: &str| Err(format!("dead-letters to {has}, dead_letter is {dead}"));
+    let differs = |has: &str| {
+        Err(format!(
+            "dead-letters to {has}, dead_letter is {dead}; fix: the dead_letter the queue \
+             dead-letters to on the mount, or {remake}"
+        ))
+    };
     let Some(dlx) = info.dlx.as_deref() else {
         return differs("nowhere (no x-dead-letter-exchange)");
     };
@@ -325,23 +340,23 @@ mod tests {
     #[test]
     fn a_queue_dead_lettering_itself_must_match_the_cap_exactly() {
         let q = quorum(Some(2), Some(""), Some("dead"));
-        assert_eq!(check(&q, &declared(3, Some("dead")), None), Ok(()));
-        let e = check(&q, &declared(4, Some("dead")), None).expect_err("off by one");
+        assert_eq!(check(&q, &declared(3, Some("dead")), None, "q"), Ok(()));
+        let e = check(&q, &declared(4, Some("dead")), None, "q").expect_err("off by one");
         assert!(
             e.contains("x-delivery-limit 2, max_attempts(4) needs 3"),
             "{e}"
         );
-        let e = check(&q, &declared(3, Some("other")), None).expect_err("elsewhere");
+        let e = check(&q, &declared(3, Some("other")), None, "q").expect_err("elsewhere");
         assert!(e.contains("dead_letter is other"), "{e}");
-        let e = check(&q, &declared(3, None), Some(QueueType::Classic)).expect_err("type");
+        let e = check(&q, &declared(3, None), Some(QueueType::Classic), "q").expect_err("type");
         assert!(e.contains("is a quorum queue, declared classic"), "{e}");
     }
 
     #[test]
     fn a_larger_limit_is_fine_where_the_runtime_caps() {
         let q = quorum(Some(10), None, None);
-        assert_eq!(check(&q, &declared(3, Some("dead")), None), Ok(()));
-        let e = check(&q, &declared(20, None), None).expect_err("cut short");
+        assert_eq!(check(&q, &declared(3, Some("dead")), None, "q"), Ok(()));
+        let e = check(&q, &declared(20, None), None, "q").expect_err("cut short");
         assert!(e.contains("needs 19"), "{e}");
     }
 
@@ -349,10 +364,10 @@ mod tests {
     fn an_exchange_dead_letter_must_be_named_as_such() {
         let q = quorum(Some(2), Some("dlx"), Some("k"));
         assert_eq!(
-            check(&q, &declared(3, Some("/exchanges/dlx/k")), None),
+            check(&q, &declared(3, Some("/exchanges/dlx/k")), None, "q"),
             Ok(())
         );
-        let e = check(&q, &declared(3, Some("dead")), None).expect_err("binding unknown");
+        let e = check(&q, &declared(3, Some("dead")), None, "q").expect_err("binding unknown");
         assert!(e.contains("/exchanges/dlx/k"), "{e}");
     }
 
@@ -362,7 +377,12 @@ mod tests {
         let info = QueueInfo::from_arguments(&args);
         assert_eq!(info, quorum(Some(2), Some(""), Some("dead")));
         assert_eq!(
-            check(&info, &declared(3, Some("dead")), Some(QueueType::Quorum)),
+            check(
+                &info,
+                &declared(3, Some("dead")),
+                Some(QueueType::Quorum),
+                "q"
+            ),
             Ok(())
         );
         let classic = arguments(QueueType::Classic, &Declaration::default(), Some(4)).expect("ok");
@@ -373,7 +393,12 @@ mod tests {
         let info = QueueInfo::from_arguments(&classic);
         assert_eq!(info.dlx, None);
         assert_eq!(
-            check(&info, &declared(3, Some("dead")), Some(QueueType::Classic)),
+            check(
+                &info,
+                &declared(3, Some("dead")),
+                Some(QueueType::Classic),
+                "q"
+            ),
             Ok(())
         );
     }

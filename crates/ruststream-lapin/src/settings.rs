@@ -53,8 +53,9 @@ fn apply(options: SubscribeOptions, setting: &Setting) -> Result<SubscribeOption
             }
             options.prefetch(prefetch)
         }
-        "declare" => match setting.choice(&["classic", "quorum"])? {
+        "declare" => match setting.choice(&["classic", "quorum", "never"])? {
             "quorum" => options.declare(QueueType::Quorum),
+            "never" => options.never_declare(),
             _ => options.declare(QueueType::Classic),
         },
         "counts" => options.counts(setting.flag()?),
@@ -101,7 +102,7 @@ mod tests {
             (&[("credit", "5")][..], "unknown key for the lapin broker"),
             (&[("prefetch", "0")][..], "at least 1"),
             (&[("prefetch", "70000")][..], "1 to 65535"),
-            (&[("declare", "lazy")][..], "classic, quorum"),
+            (&[("declare", "lazy")][..], "classic, quorum, never"),
             (&[("dead_letters", "perhaps")][..], "true or false"),
             (&[("delivery_limit", "many")][..], "whole number"),
         ] {
