@@ -133,6 +133,7 @@ async fn inspect(
             }
         }
     }
+    dead_letter_queue(management, declaration, options.declare.is_some()).await?;
     if info.kind == "classic" && info.dlx.is_some() && declaration.is_declared() {
         tracing::warn!(queue = %name,
             "amqp: the classic queue has a dead-letter exchange: besides what drop() rejects, \
@@ -153,6 +154,59 @@ async fn inspect(
         }
     }
     Ok(Some(info))
+}
+
+/// The queue the mount's dead letter names (a queue, not an exchange) must exist, or
+/// every message at the cap comes back for ever (a copy to a missing queue is refused
+/// and the original handed back): made where the mount declares (durable, classic),
+/// else a missing one is `SubscribeError::BadAddress` with the fix.
+async fn dead_letter_queue(
+    management: &mut Management,
+    declaration: &Declaration,
+    declares: bool,
+) -> Result<(), SubscribeError> {
+    let Some((exchange, Some(dead))) = declaration
+        .dead_letter
+        .as_ref()
+        .and_then(crate::queue::dead_letter_target)
+    else {
+        return Ok(());
+    };
+    if !exchange.is_empty() {
+        return Ok(());
+    }
+    let failed =
+        |e: ManagementError| SubscribeError::Disconnected(format!("dead-letter queue {dead}: {e}"));
+    let path = queue_path(&dead);
+    let answer = management
+        .request("GET", &path, None)
+        .await
+        .map_err(failed)?;
+    if answer.status != 404 {
+        return Ok(());
+    }
+    if !declares {
+        return Err(SubscribeError::BadAddress(format!(
+            "no dead-letter queue {dead}: every message at the cap would come back; fix: make \
+             it (`rabbitmqadmin declare queue name={dead} durable=true`), or let the service \
+             declare it (declare=classic or declare=quorum)"
+        )));
+    }
+    let body = arguments(crate::QueueType::Classic, &Declaration::default(), None)
+        .map_err(SubscribeError::BadOption)?;
+    let made = management
+        .request("PUT", &path, Some(body))
+        .await
+        .map_err(failed)?;
+    if !matches!(made.status, 200 | 201 | 204) {
+        return Err(SubscribeError::Refused(format!(
+            "declaring dead-letter queue {dead} failed ({}): {}",
+            made.status,
+            made.text()
+        )));
+    }
+    tracing::info!(queue = %dead, "amqp: dead-letter queue declared");
+    Ok(())
 }
 
 /// Whether `exchange` is bound to `queue` with `key`.

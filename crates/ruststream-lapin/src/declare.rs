@@ -1,6 +1,8 @@
 //! Finding out what a mount's queue is, and making the queues the mount implies: by
 //! default a missing queue becomes a durable quorum queue (`SubscribeOptions::declare`
-//! picks the type, `never_declare` makes nothing), with its dead-letter queue.
+//! picks the type, `never_declare` makes nothing), and its dead-letter queue is made
+//! too (checked with `never_declare`: a dead letter that cannot be routed would bring
+//! every message at the cap back for ever).
 //!
 //! The first declaration is the one the mount implies (not passive): it makes a missing
 //! queue and is accepted by a queue made the same way before, so a service's usual start
@@ -11,6 +13,8 @@
 //! arguments only through refusals.
 
 use lapin::Connection;
+use lapin::options::QueueDeclareOptions;
+use lapin::types::FieldTable;
 use ruststream_core::{SubscribeError, SubscribeSpec};
 
 use crate::SubscribeOptions;
@@ -72,9 +76,7 @@ pub(crate) async fn find_out(
     tracing::debug!(queue, kind = %info.kind, "lapin: queue found (made if it was missing)");
     queue::check(&info, &spec.declaration, options.declare, queue)
         .map_err(|how| SubscribeError::BadOption(format!("queue {queue} {how}")))?;
-    if info.kind == "quorum" && info.dlx.is_some() && kind.is_some() {
-        declare_dead_letter_queue(connection, spec).await?;
-    }
+    dead_letter_exists(connection, spec, kind.is_some()).await?;
     if info.kind == "quorum" || options.delivery_limit.is_some() {
         let major = version.major().await;
         let limit = limit::effective(
@@ -92,48 +94,120 @@ pub(crate) async fn find_out(
     Ok(Some(info))
 }
 
-/// The queue a quorum queue the mount declares dead-letters into, where the mount's
-/// dead letter is a queue (the default exchange routes by its name): made if missing
-/// (durable, classic), so that RabbitMQ's dead-lettering has somewhere to go. The
-/// declaration is not passive, so that a missing queue costs no refusal; one that exists
-/// with other arguments refuses it (logged by lapin) and is left as it is. An exchange
-/// (`/exchanges/X/K`) is the operator's: its type and bindings are not the mount's to say.
-async fn declare_dead_letter_queue(
+/// Where the mount's dead letter goes must exist, or every message at the cap comes back
+/// again (a dead letter RabbitMQ cannot route is refused, and the delivery handed back).
+/// A queue (the default exchange routes by its name) is made if missing where the mount
+/// declares (durable, classic: not passive, so that a missing queue costs no refusal;
+/// one that exists with other arguments refuses it, logged by lapin, and is left as it
+/// is), else checked; an exchange (`/exchanges/X/K`) is the operator's to make and bind,
+/// and only checked. A missing one is `SubscribeError::BadAddress` with the fix.
+async fn dead_letter_exists(
     connection: &Connection,
     spec: &SubscribeSpec,
+    declares: bool,
 ) -> Result<(), SubscribeError> {
-    let Some((exchange, Some(dead))) = spec
-        .declaration
-        .dead_letter
-        .as_ref()
-        .and_then(queue::dead_letter_target)
-    else {
+    let Some(address) = spec.declaration.dead_letter.as_ref() else {
+        return Ok(());
+    };
+    let Some((exchange, key)) = queue::dead_letter_target(address) else {
         return Ok(());
     };
     if !exchange.is_empty() {
-        return Ok(());
+        return exchange_exists(connection, &exchange).await;
     }
-    let channel = connection
-        .create_channel()
-        .await
-        .map_err(|e| SubscribeError::Disconnected(e.to_string()))?;
+    let Some(dead) = key else { return Ok(()) };
+    if declares {
+        let channel = open(connection).await?;
+        match channel
+            .queue_declare(
+                dead.as_str().into(),
+                QueueDeclareOptions::durable(),
+                FieldTable::default(),
+            )
+            .await
+        {
+            Ok(_) => {
+                let _ = channel.close(200, "declared".into()).await;
+                tracing::debug!(queue = %dead, "lapin: dead-letter queue declared (made if missing)");
+                return Ok(());
+            }
+            // It exists, with other arguments.
+            Err(e) if probe::reply_code(&e) == Some(406) => return Ok(()),
+            // No configure permission: whether it exists, below.
+            Err(e) if probe::reply_code(&e) == Some(403) => {}
+            Err(e) => {
+                return Err(SubscribeError::Refused(format!(
+                    "declaring dead-letter queue {dead}: {e}"
+                )));
+            }
+        }
+    }
+    let channel = open(connection).await?;
+    let passive = QueueDeclareOptions {
+        passive: true,
+        ..QueueDeclareOptions::default()
+    };
     match channel
-        .queue_declare(
-            dead.as_str().into(),
-            lapin::options::QueueDeclareOptions::durable(),
-            lapin::types::FieldTable::default(),
-        )
+        .queue_declare(dead.as_str().into(), passive, FieldTable::default())
         .await
     {
         Ok(_) => {
-            let _ = channel.close(200, "declared".into()).await;
-            tracing::debug!(queue = %dead, "lapin: dead-letter queue declared (made if missing)");
+            let _ = channel.close(200, "checked".into()).await;
             Ok(())
         }
-        // It exists, with other arguments.
-        Err(e) if probe::reply_code(&e) == Some(406) => Ok(()),
+        Err(e) if probe::reply_code(&e) == Some(404) => {
+            let how = if declares {
+                "the user may not declare it (no configure permission)"
+            } else {
+                "declare=never"
+            };
+            Err(SubscribeError::BadAddress(format!(
+                "no dead-letter queue {dead} ({how}): every message at the cap would come \
+                 back; fix: make it (`rabbitmqadmin declare queue name={dead} durable=true`), \
+                 or let the service declare it (the default)"
+            )))
+        }
         Err(e) => Err(SubscribeError::Refused(format!(
-            "declaring dead-letter queue {dead}: {e}"
+            "dead-letter queue {dead}: {e}"
         ))),
     }
+}
+
+/// Whether the exchange a dead letter is published to exists.
+async fn exchange_exists(connection: &Connection, exchange: &str) -> Result<(), SubscribeError> {
+    let channel = open(connection).await?;
+    let passive = lapin::options::ExchangeDeclareOptions {
+        passive: true,
+        ..lapin::options::ExchangeDeclareOptions::default()
+    };
+    match channel
+        .exchange_declare(
+            exchange.into(),
+            lapin::ExchangeKind::Direct,
+            passive,
+            FieldTable::default(),
+        )
+        .await
+    {
+        Ok(()) => {
+            let _ = channel.close(200, "checked".into()).await;
+            Ok(())
+        }
+        Err(e) if probe::reply_code(&e) == Some(404) => Err(SubscribeError::BadAddress(format!(
+            "no dead-letter exchange {exchange}: every message at the cap would come back; \
+             fix: make it and bind the dead-letter queue to it (`rabbitmqadmin declare \
+             exchange name={exchange} type=direct`, `rabbitmqadmin declare binding \
+             source={exchange} destination=QUEUE routing_key=KEY`)"
+        ))),
+        Err(e) => Err(SubscribeError::Refused(format!(
+            "dead-letter exchange {exchange}: {e}"
+        ))),
+    }
+}
+
+async fn open(connection: &Connection) -> Result<lapin::Channel, SubscribeError> {
+    connection
+        .create_channel()
+        .await
+        .map_err(|e| SubscribeError::Disconnected(e.to_string()))
 }

@@ -102,7 +102,8 @@
 //! `max_attempts` above the queue's effective limit + 1, naming the fix (a policy's
 //! limit is stated with [`SubscribeOptions::delivery_limit`]). By default a missing
 //! queue is declared as a durable quorum queue from the mount's declaration (with its
-//! dead-letter queue); [`SubscribeOptions::declare`] picks the type (and refuses an
+//! dead-letter queue, also for an existing queue; `never_declare` checks that it
+//! exists, and that a dead-letter exchange does); [`SubscribeOptions::declare`] picks the type (and refuses an
 //! existing queue of another), [`SubscribeOptions::never_declare`] makes a missing
 //! queue `SubscribeError::BadAddress`. An existing queue is never changed. Policies are not
 //! arguments and cannot be seen: [`SubscribeOptions::counts`] and

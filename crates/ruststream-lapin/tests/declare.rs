@@ -1,7 +1,9 @@
 //! The default: a missing queue is declared as a durable quorum queue with what the
 //! mount implies (its delivery limit and dead letter, and the dead-letter queue); an
 //! existing queue is never changed, only checked, and a mismatch names both sides and
-//! the fix. `declare=never` declares nothing.
+//! the fix. `declare=never` declares nothing. The dead letter's queue is declared
+//! wherever the mount's queue may be, and checked where not (a dead letter RabbitMQ
+//! cannot route comes back for ever).
 
 mod support;
 
@@ -141,6 +143,92 @@ async fn declare_never_refuses_a_missing_queue(rabbit: Rabbit) {
     broker.close().await;
 }
 
+/// Publishes to the dead letter as the runtime does: RabbitMQ must route it.
+async fn routable(broker: &ruststream_lapin::LapinBroker, dead: &str) {
+    broker
+        .publisher()
+        .publish(dead.into(), Message::new("dead letter"))
+        .await
+        .unwrap_or_else(|e| panic!("the dead letter {dead} is not routable: {e:?}"));
+}
+
+async fn the_dead_letter_queue_is_declared_for_an_existing_queue(rabbit: Rabbit) {
+    let (queue, dead) = (unique("dlq-hand"), unique("dlq-hand-dead"));
+    declare(rabbit, &[(queue.clone(), QueueSpec::classic())]);
+    let broker = broker(rabbit).await;
+    broker
+        .subscribe(mounted(&queue, &dead))
+        .await
+        .expect("subscribes");
+    assert!(
+        listed(rabbit, &dead).is_some(),
+        "the dead-letter queue exists"
+    );
+    routable(&broker, &dead).await;
+    broker.close().await;
+    support::delete(rabbit, &dead).await;
+}
+
+async fn declare_classic_declares_the_dead_letter_queue_too(rabbit: Rabbit) {
+    let (queue, dead) = (unique("dlq-classic"), unique("dlq-classic-dead"));
+    let broker = broker(rabbit).await;
+    let mut spec = mounted(&queue, &dead);
+    spec.options
+        .configure(Setting::new("declare", "classic", "url"));
+    let sub = broker.subscribe(spec).await.expect("declared");
+    assert!(!sub.capabilities.dead_letters, "the runtime dead-letters");
+    let made = listed(rabbit, &queue).expect("the queue exists");
+    assert!(made.contains("classic"), "{made}");
+    assert!(
+        listed(rabbit, &dead).is_some(),
+        "the dead-letter queue exists"
+    );
+    routable(&broker, &dead).await;
+    broker.close().await;
+    support::delete(rabbit, &queue).await;
+    support::delete(rabbit, &dead).await;
+}
+
+async fn declare_never_refuses_a_missing_dead_letter_queue(rabbit: Rabbit) {
+    let (queue, dead) = (unique("dlq-never"), unique("dlq-never-dead"));
+    declare(rabbit, &[(queue.clone(), QueueSpec::classic())]);
+    let broker = broker(rabbit).await;
+    let mut spec = mounted(&queue, &dead);
+    spec.options
+        .configure(Setting::new("declare", "never", "url"));
+    match broker.subscribe(spec).await {
+        Err(SubscribeError::BadAddress(why)) => {
+            for says in [
+                format!("no dead-letter queue {dead}"),
+                format!("rabbitmqadmin declare queue name={dead}"),
+            ] {
+                assert!(why.contains(&says), "{says}: {why}");
+            }
+        }
+        other => panic!("a missing dead letter: {other:?}"),
+    }
+    assert_eq!(listed(rabbit, &dead), None, "nothing declared");
+    broker.close().await;
+}
+
+async fn a_missing_dead_letter_exchange_is_refused(rabbit: Rabbit) {
+    let queue = unique("dlx-missing");
+    declare(rabbit, &[(queue.clone(), QueueSpec::classic())]);
+    let exchange = unique("no-such-exchange");
+    let broker = broker(rabbit).await;
+    let dead = format!("/exchanges/{exchange}/k");
+    match broker.subscribe(mounted(&queue, &dead)).await {
+        Err(SubscribeError::BadAddress(why)) => {
+            assert!(
+                why.contains(&format!("no dead-letter exchange {exchange}")),
+                "{why}"
+            );
+        }
+        other => panic!("a missing dead-letter exchange: {other:?}"),
+    }
+    broker.close().await;
+}
+
 macro_rules! on_both {
     ($($name:ident),*) => {
         mod rabbitmq3 {
@@ -155,5 +243,9 @@ macro_rules! on_both {
 on_both!(
     a_missing_queue_is_declared_as_a_quorum_queue_by_default,
     an_existing_queue_is_checked_and_never_changed,
-    declare_never_refuses_a_missing_queue
+    declare_never_refuses_a_missing_queue,
+    the_dead_letter_queue_is_declared_for_an_existing_queue,
+    declare_classic_declares_the_dead_letter_queue_too,
+    declare_never_refuses_a_missing_dead_letter_queue,
+    a_missing_dead_letter_exchange_is_refused
 );
