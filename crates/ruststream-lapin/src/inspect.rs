@@ -141,7 +141,11 @@ async fn get_all(
             headers,
         };
         let tag = delivery.delivery_tag;
-        if keep(Waiting::new(content_id(&message), message)) {
+        // The id is the message's as stored; what is shown reads RabbitMQ's own
+        // dead-lettering headers as the runtime's.
+        let id = content_id(&message);
+        let message = crate::deaths::described(message, delivery.properties.headers().as_ref());
+        if keep(Waiting::new(id, message)) {
             channel
                 .basic_ack(tag, BasicAckOptions { multiple: false })
                 .await

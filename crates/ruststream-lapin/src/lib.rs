@@ -148,8 +148,10 @@
 //! **classic** queues: a browse gets the queue's messages with `basic.get`, holds
 //! them unacknowledged, then gives them all back with one `basic.nack(requeue)`; a
 //! classic queue puts each back where it was and counts nothing. Removing acknowledges
-//! the messages asked for. Ids are a digest of payload and headers. A quorum queue is
-//! refused: over AMQP 0-9-1 each message returned counts as a delivery (up to RabbitMQ
+//! the messages asked for. Ids are a digest of payload and headers. A dead letter
+//! RabbitMQ moved itself shows RabbitMQ's `x-death` / `x-first-death-*` headers as the
+//! runtime's (where from, why, when, how often), so `replay` sends it back to its
+//! queue. A quorum queue is refused: over AMQP 0-9-1 each message returned counts as a delivery (up to RabbitMQ
 //! 4.2), so browsing would spend attempts and, at the delivery limit, drop messages;
 //! `ruststream-amqp` browses quorum queues on RabbitMQ 4 without counting.
 //!
@@ -189,6 +191,7 @@ mod acker;
 mod address;
 mod connection;
 mod consumer;
+mod deaths;
 mod declare;
 mod delay;
 mod error;
