@@ -195,6 +195,7 @@ mod acker;
 mod address;
 mod connection;
 mod credit;
+mod deaths;
 mod error;
 mod facts;
 mod inspect;
