@@ -4,10 +4,10 @@ use fe2o3_amqp_types::primitives::Value;
 use ruststream_core::{Declaration, SubscribeError};
 
 use crate::connection::Connector;
-use crate::limit;
 use crate::management::{Management, ManagementError, queue_path};
 use crate::options::SubscribeOptions;
 use crate::queue::{Check, QueueInfo, arguments, check};
+use ruststream_rabbitmq::limit;
 
 /// The queue behind `source` as RabbitMQ describes it, made first if `options` declares
 /// it; `None` when there is nothing to find out (not a queue address, no management
@@ -101,7 +101,7 @@ async fn inspect(
             return Ok(None);
         }
     }
-    let Some(info) = QueueInfo::parse(&answer.body) else {
+    let Some(info) = crate::queue::parse(&answer.body) else {
         tracing::info!(queue = %name, "amqp: unreadable queue description; using the default capabilities");
         return Ok(None);
     };

@@ -49,7 +49,7 @@ use crate::AmqpBroker;
 use crate::address::amqp_address;
 use crate::management::{Management, queue_path};
 use crate::message::decode;
-use crate::queue::{QueueInfo, get, integer};
+use crate::queue::{get, integer};
 
 /// How long to wait for the next message the queue said it holds.
 const NEXT_WITHIN: Duration = Duration::from_secs(2);
@@ -95,7 +95,7 @@ impl AmqpBroker {
                 )));
             }
         }
-        let kind = QueueInfo::parse(&answer.body).map(|q| q.kind);
+        let kind = crate::queue::parse(&answer.body).map(|q| q.kind);
         if kind.as_deref() == Some("stream") {
             return Err(unsupported(format!(
                 "{name} is a stream: it is read from an offset, not consumed"

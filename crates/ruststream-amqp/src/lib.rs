@@ -199,7 +199,6 @@ mod deaths;
 mod error;
 mod facts;
 mod inspect;
-mod limit;
 mod management;
 mod message;
 mod options;

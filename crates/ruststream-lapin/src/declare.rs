@@ -18,10 +18,10 @@ use lapin::types::FieldTable;
 use ruststream_core::{SubscribeError, SubscribeSpec};
 
 use crate::SubscribeOptions;
-use crate::limit;
 use crate::probe::{self, Found, ProbeError};
 use crate::queue::{self, QueueInfo, QueueType};
 use crate::server::Version;
+use ruststream_rabbitmq::limit;
 
 /// What `queue` is (made first if the options let it and it is missing); `None` where
 /// the broker's answer could not be read (the defaults apply).

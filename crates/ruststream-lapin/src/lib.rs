@@ -196,7 +196,6 @@ mod declare;
 mod delay;
 mod error;
 mod inspect;
-mod limit;
 mod message;
 mod options;
 mod probe;

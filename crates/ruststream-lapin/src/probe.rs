@@ -125,7 +125,7 @@ async fn learn<'a>(
         {
             Ok(_) => {
                 let _ = channel.close(200, "probed".into()).await;
-                return Ok(Found::Queue(QueueInfo::from_arguments(&args)));
+                return Ok(Found::Queue(crate::queue::from_arguments(&args)));
             }
             Err(e) => e,
         };

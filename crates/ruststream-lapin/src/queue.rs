@@ -13,6 +13,7 @@
 
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use ruststream_core::{Address, Declaration};
+use ruststream_rabbitmq::Arg;
 
 use crate::address;
 
@@ -36,65 +37,20 @@ impl QueueType {
     }
 }
 
-/// A queue as the broker described it (see [`crate::probe`]).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub(crate) struct QueueInfo {
-    /// `classic`, `quorum`, `stream` (or another type a plugin adds).
-    pub(crate) kind: String,
-    pub(crate) delivery_limit: Option<i64>,
-    pub(crate) dlx: Option<String>,
-    pub(crate) dlrk: Option<String>,
-}
+pub(crate) use ruststream_rabbitmq::{QueueFacts, QueueInfo, delivery_limit};
 
-/// The capabilities a queue decides.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct QueueFacts {
-    pub(crate) counts: bool,
-    pub(crate) requeues: bool,
-    pub(crate) dead_letters: bool,
-}
-
-impl QueueInfo {
-    /// Reads the queue's arguments.
-    pub(crate) fn from_arguments(args: &FieldTable) -> Self {
-        let text = |key: &str| match args.inner().get(key) {
-            Some(AMQPValue::LongString(s)) => {
-                Some(String::from_utf8_lossy(s.as_bytes()).into_owned())
-            }
-            Some(AMQPValue::ShortString(s)) => Some(s.as_str().to_owned()),
-            _ => None,
-        };
-        Self {
-            kind: text("x-queue-type").unwrap_or_else(|| "classic".into()),
-            delivery_limit: args.inner().get("x-delivery-limit").and_then(integer),
-            dlx: text("x-dead-letter-exchange"),
-            dlrk: text("x-dead-letter-routing-key"),
-        }
-    }
-
-    /// Whether the queue caps deliveries and moves spent ones itself.
-    pub(crate) fn dead_letters_itself(&self) -> bool {
-        self.kind == "quorum" && self.delivery_limit.is_some_and(|l| l >= 0) && self.dlx.is_some()
-    }
-
-    pub(crate) fn facts(&self) -> QueueFacts {
-        match self.kind.as_str() {
-            "quorum" => QueueFacts {
-                counts: true,
-                requeues: true,
-                dead_letters: self.dead_letters_itself(),
-            },
-            "stream" => QueueFacts {
-                counts: false,
-                requeues: false,
-                dead_letters: false,
-            },
-            _ => QueueFacts {
-                counts: false,
-                requeues: true,
-                dead_letters: false,
-            },
-        }
+/// Reads a queue's arguments (as the probe found them) into what it is.
+pub(crate) fn from_arguments(args: &FieldTable) -> QueueInfo {
+    let text = |key: &str| match args.inner().get(key) {
+        Some(AMQPValue::LongString(s)) => Some(String::from_utf8_lossy(s.as_bytes()).into_owned()),
+        Some(AMQPValue::ShortString(s)) => Some(s.as_str().to_owned()),
+        _ => None,
+    };
+    QueueInfo {
+        kind: text("x-queue-type").unwrap_or_else(|| "classic".into()),
+        delivery_limit: args.inner().get("x-delivery-limit").and_then(integer),
+        dlx: text("x-dead-letter-exchange"),
+        dlrk: text("x-dead-letter-routing-key"),
     }
 }
 
@@ -155,50 +111,31 @@ pub(crate) fn hints(declaration: &Declaration) -> Vec<(&'static str, AMQPValue)>
     hints
 }
 
-/// `x-delivery-limit` for a cap of `max_attempts`.
-pub(crate) fn delivery_limit(max_attempts: u32) -> i64 {
-    i64::from(max_attempts) - 1
-}
-
 /// The arguments a declaration gives a new queue of `kind` on a broker of `major`
-/// version (a quorum queue without `max_attempts` gets `x-delivery-limit` `-1` on
-/// RabbitMQ 4, whose default would remove messages after 21 deliveries). Only a quorum queue gets the
-/// mount's dead letter as its dead-letter exchange (it dead-letters itself at the cap);
-/// a classic queue gets none: the runtime dead-letters for it, and an exchange would
-/// also take every message a handler drops (`drop` rejects: no dead letter gets it).
+/// version (see [`ruststream_rabbitmq::arguments`]), as a field table.
 pub(crate) fn arguments(
     kind: QueueType,
     declaration: &Declaration,
     major: Option<u32>,
 ) -> Result<FieldTable, String> {
-    let mut args = FieldTable::default();
-    let text = |s: &str| AMQPValue::LongString(LongString::from(s.as_bytes().to_vec()));
-    args.insert("x-queue-type".into(), text(kind.name()));
-    let limit = match declaration.max_attempts {
-        Some(n) => Some(delivery_limit(n.get())),
-        // Without a cap, no limit: RabbitMQ 4's default would remove messages.
-        None => crate::limit::unlimited_argument(major),
-    };
-    if kind == QueueType::Quorum
-        && let Some(limit) = limit
-    {
-        args.insert("x-delivery-limit".into(), AMQPValue::LongLongInt(limit));
-    }
-    if let Some(dead) = declaration
+    let target = match declaration
         .dead_letter
         .as_ref()
         .filter(|_| kind == QueueType::Quorum)
     {
-        let (exchange, key) = dead_letter_target(dead)
-            .ok_or_else(|| format!("dead letter {dead} is not a queue or an exchange"))?;
-        args.insert("x-dead-letter-exchange".into(), text(&exchange));
-        if let Some(key) = key {
-            args.insert("x-dead-letter-routing-key".into(), text(&key));
-        }
-        // Dead-letter without loss: the queue keeps a message until the dead-letter
-        // queue has it (at-least-once needs reject-publish overflow).
-        args.insert("x-dead-letter-strategy".into(), text("at-least-once"));
-        args.insert("x-overflow".into(), text("reject-publish"));
+        Some(dead) => Some(
+            dead_letter_target(dead)
+                .ok_or_else(|| format!("dead letter {dead} is not a queue or an exchange"))?,
+        ),
+        None => None,
+    };
+    let mut args = FieldTable::default();
+    for (name, value) in ruststream_rabbitmq::arguments(kind.name(), declaration, major, target) {
+        let value = match value {
+            Arg::Text(s) => AMQPValue::LongString(LongString::from(s.into_bytes())),
+            Arg::Int(n) => AMQPValue::LongLongInt(n),
+        };
+        args.insert(name.into(), value);
     }
     Ok(args)
 }
@@ -326,18 +263,6 @@ mod tests {
     }
 
     #[test]
-    fn facts_follow_the_queue() {
-        let classic = QueueInfo {
-            kind: "classic".into(),
-            ..QueueInfo::default()
-        };
-        assert!(!classic.facts().counts && classic.facts().requeues);
-        assert!(quorum(None, None, None).facts().counts);
-        assert!(!quorum(Some(2), None, None).facts().dead_letters);
-        assert!(quorum(Some(2), Some(""), Some("dead")).facts().dead_letters);
-    }
-
-    #[test]
     fn a_queue_dead_lettering_itself_must_match_the_cap_exactly() {
         let q = quorum(Some(2), Some(""), Some("dead"));
         assert_eq!(check(&q, &declared(3, Some("dead")), None, "q"), Ok(()));
@@ -374,7 +299,7 @@ mod tests {
     #[test]
     fn declared_arguments() {
         let args = arguments(QueueType::Quorum, &declared(3, Some("dead")), Some(4)).expect("ok");
-        let info = QueueInfo::from_arguments(&args);
+        let info = from_arguments(&args);
         assert_eq!(info, quorum(Some(2), Some(""), Some("dead")));
         assert_eq!(
             check(
@@ -386,11 +311,11 @@ mod tests {
             Ok(())
         );
         let classic = arguments(QueueType::Classic, &Declaration::default(), Some(4)).expect("ok");
-        assert_eq!(QueueInfo::from_arguments(&classic).kind, "classic");
+        assert_eq!(from_arguments(&classic).kind, "classic");
         // A declared classic queue gets no dead-letter exchange, and passes the check.
         let classic =
             arguments(QueueType::Classic, &declared(3, Some("dead")), Some(4)).expect("ok");
-        let info = QueueInfo::from_arguments(&classic);
+        let info = from_arguments(&classic);
         assert_eq!(info.dlx, None);
         assert_eq!(
             check(

@@ -17,11 +17,11 @@
 use ruststream_core::Declaration;
 
 /// RabbitMQ 4's delivery limit of a quorum queue that sets none.
-pub(crate) const RABBITMQ4_DEFAULT: i64 = 20;
+pub const RABBITMQ4_DEFAULT: i64 = 20;
 
 /// Where a limit comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Source {
+pub enum Source {
     /// The queue's `x-delivery-limit`.
     Argument,
     /// RabbitMQ 4's default: the queue has no `x-delivery-limit`.
@@ -32,7 +32,7 @@ pub(crate) enum Source {
 
 /// The delivery limit a queue enforces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Limit {
+pub enum Limit {
     /// None: the queue delivers a message as often as it is returned.
     Unlimited,
     /// A message is delivered at most `limit + 1` times.
@@ -48,7 +48,7 @@ pub(crate) enum Limit {
 
 /// The limit of a queue of `kind` with `argument` (`x-delivery-limit`) on a broker of
 /// major version `major`; `stated` is the mount's `delivery_limit` (negative: none).
-pub(crate) fn effective(
+pub fn effective(
     kind: &str,
     argument: Option<i64>,
     stated: Option<i64>,
@@ -90,7 +90,7 @@ pub(crate) fn effective(
 /// remove a message before `max_attempts` (with the fix), `Ok(Some(warning))` where it
 /// removes messages the runtime would retry again (no `max_attempts`), or cannot tell.
 /// `dead_letters` says whether the queue has a dead-letter exchange.
-pub(crate) fn check(
+pub fn check(
     limit: Limit,
     declaration: &Declaration,
     queue: &str,
@@ -142,7 +142,7 @@ pub(crate) fn check(
 /// The `x-delivery-limit` a quorum queue made for a mount without `max_attempts` needs on
 /// a broker of `major`: `-1` on RabbitMQ 4 (else its default removes messages after 21
 /// deliveries), none on RabbitMQ 3.
-pub(crate) fn unlimited_argument(major: Option<u32>) -> Option<i64> {
+pub fn unlimited_argument(major: Option<u32>) -> Option<i64> {
     major.is_some_and(|m| m >= 4).then_some(-1)
 }
 
