@@ -32,6 +32,12 @@ pub(crate) async fn find_out(
     spec: &SubscribeSpec,
     version: &Version,
 ) -> Result<Option<QueueInfo>, SubscribeError> {
+    if options.reply_queue {
+        return Ok(Some(QueueInfo {
+            kind: "classic".into(),
+            ..QueueInfo::default()
+        }));
+    }
     let hints = queue::hints(&spec.declaration);
     let kind = (!options.never_declare).then(|| options.declare.unwrap_or(QueueType::Quorum));
     let declare = match kind {

@@ -414,6 +414,11 @@ impl Broker for LapinBroker {
             let _ = channel.close(200, "declared".into()).await;
             let mut spec = SubscribeSpec::new(address.clone());
             spec.in_flight = 256;
+            // Just declared as a classic queue: probing it would only cost refusals.
+            spec.options.insert(SubscribeOptions {
+                reply_queue: true,
+                ..SubscribeOptions::new()
+            });
             let subscription = self.open_subscription(spec).await?;
             Ok(Replies {
                 address,

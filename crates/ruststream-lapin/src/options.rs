@@ -33,6 +33,8 @@ pub struct SubscribeOptions {
     pub(crate) counts: Option<bool>,
     pub(crate) dead_letters: Option<bool>,
     pub(crate) delivery_limit: Option<i64>,
+    /// A reply queue `replies` has just declared (classic, `x-expires`): not probed.
+    pub(crate) reply_queue: bool,
 }
 
 impl SubscribeOptions {
@@ -46,6 +48,7 @@ impl SubscribeOptions {
             counts: None,
             dead_letters: None,
             delivery_limit: None,
+            reply_queue: false,
         }
     }
 

@@ -104,3 +104,19 @@ async fn starts_log_no_error(declare: Option<&str>) {
         support::delete(rabbit, &dead).await;
     }
 }
+
+#[tokio::test]
+async fn a_request_client_logs_no_error() {
+    errors();
+    for rabbit in [Rabbit::V3, Rabbit::V4] {
+        let broker = broker(rabbit).await;
+        let replies = broker
+            .replies(unique("replies").as_str().into())
+            .await
+            .expect("a reply queue");
+        drop(replies);
+        broker.close().await;
+        let logged = lapin_errors();
+        assert!(logged.is_empty(), "{rabbit:?}: lapin logged {logged:#?}");
+    }
+}
