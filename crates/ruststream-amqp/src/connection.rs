@@ -48,6 +48,8 @@ pub(crate) struct Connector {
     state: Mutex<State>,
     closed: watch::Sender<bool>,
     links: AtomicU64,
+    /// The version the broker announced (`open` frame's properties).
+    announced: crate::server::Announced,
 }
 
 #[derive(Debug)]
@@ -76,10 +78,16 @@ impl Connector {
             state: Mutex::new(State { connection: None }),
             closed: watch::Sender::new(false),
             links: AtomicU64::new(0),
+            announced: crate::server::Announced::default(),
         };
         let connection = connector.open().await?;
         connector.state.lock().await.connection = Some(connection);
         Ok(connector)
+    }
+
+    /// The broker's major version from its `open` frame, if it said one.
+    pub(crate) fn broker_major(&self) -> Option<u32> {
+        self.announced.get().and_then(|v| crate::server::major(v))
     }
 
     /// The container id announced in the open frame.
@@ -182,12 +190,12 @@ impl Connector {
                 let addr = format!("{}:{}", self.url.host, self.url.port);
                 let stream = tls.handshake(tcp, &addr).await?;
                 return builder
-                    .open_with_stream(wrap(stream, pair))
+                    .open_with_stream(wrap(stream, pair).announced(self.announced.clone()))
                     .await
                     .map_err(|e| ConnectError::Open(e.to_string()));
             }
             builder
-                .open_with_stream(wrap(tcp, pair))
+                .open_with_stream(wrap(tcp, pair).announced(self.announced.clone()))
                 .await
                 .map_err(|e| ConnectError::Open(e.to_string()))
         };

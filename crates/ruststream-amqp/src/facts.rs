@@ -7,6 +7,7 @@ use crate::connection::Connector;
 use crate::management::{Management, ManagementError, queue_path};
 use crate::options::SubscribeOptions;
 use crate::queue::{Check, QueueInfo, arguments, check};
+use ruststream_rabbitmq::limit;
 
 /// The queue behind `source` as RabbitMQ describes it, made first if `options` declares
 /// it; `None` when there is nothing to find out (not a queue address, no management
@@ -43,7 +44,8 @@ pub(crate) async fn find_out(
             return Ok(None);
         }
     };
-    let found = inspect(&mut management, &name, options, declaration).await;
+    let major = connector.broker_major();
+    let found = inspect(&mut management, &name, options, declaration, major).await;
     management.close().await;
     found
 }
@@ -53,6 +55,7 @@ async fn inspect(
     name: &str,
     options: &SubscribeOptions,
     declaration: &Declaration,
+    major: Option<u32>,
 ) -> Result<Option<QueueInfo>, SubscribeError> {
     let failed = |e: ManagementError| SubscribeError::Disconnected(format!("queue {name}: {e}"));
     let path = queue_path(name);
@@ -63,7 +66,7 @@ async fn inspect(
     if answer.status == 404
         && let Some(kind) = options.declare
     {
-        let body = arguments(kind, declaration).map_err(SubscribeError::BadOption)?;
+        let body = arguments(kind, declaration, major).map_err(SubscribeError::BadOption)?;
         let made = management
             .request("PUT", &path, Some(body))
             .await
@@ -98,7 +101,7 @@ async fn inspect(
             return Ok(None);
         }
     }
-    let Some(info) = QueueInfo::parse(&answer.body) else {
+    let Some(info) = crate::queue::parse(&answer.body) else {
         tracing::info!(queue = %name, "amqp: unreadable queue description; using the default capabilities");
         return Ok(None);
     };
@@ -130,26 +133,81 @@ async fn inspect(
             }
         }
     }
+    dead_letter_queue(management, declaration, options.declare.is_some()).await?;
     if info.kind == "classic" && info.dlx.is_some() && declaration.is_declared() {
         tracing::warn!(queue = %name,
             "amqp: the classic queue has a dead-letter exchange: besides what drop() rejects, \
              it receives the original of every retry_after copy (rejected, then copied \
              after the delay); the mount's dead letters are published by the runtime");
     }
-    if info.kind == "quorum"
-        && info.delivery_limit.is_none()
-        && let Some(n) = declaration.max_attempts
-        && i64::from(n.get()) - 1 > DEFAULT_QUORUM_LIMIT
-    {
-        tracing::warn!(queue = %name, max_attempts = n.get(),
-            "amqp: the queue has no x-delivery-limit; RabbitMQ 4 applies 20 unless a policy \
-             sets another, and drops (or dead-letters) a message before max_attempts");
+    if info.kind == "quorum" || options.delivery_limit.is_some() {
+        let limit = limit::effective(
+            &info.kind,
+            info.delivery_limit,
+            options.delivery_limit,
+            major,
+        );
+        match limit::check(limit, declaration, name, info.dlx.is_some()) {
+            Err(how) => return Err(SubscribeError::BadOption(format!("queue {name} {how}"))),
+            Ok(Some(warning)) => tracing::warn!(queue = %name, "amqp: {warning}"),
+            Ok(None) => {}
+        }
     }
     Ok(Some(info))
 }
 
-/// RabbitMQ 4's delivery limit of a quorum queue that sets none.
-const DEFAULT_QUORUM_LIMIT: i64 = 20;
+/// The queue the mount's dead letter names (a queue, not an exchange) must exist, or
+/// every message at the cap comes back for ever (a copy to a missing queue is refused
+/// and the original handed back): made where the mount declares (durable, classic),
+/// else a missing one is `SubscribeError::BadAddress` with the fix.
+async fn dead_letter_queue(
+    management: &mut Management,
+    declaration: &Declaration,
+    declares: bool,
+) -> Result<(), SubscribeError> {
+    let Some((exchange, Some(dead))) = declaration
+        .dead_letter
+        .as_ref()
+        .and_then(crate::queue::dead_letter_target)
+    else {
+        return Ok(());
+    };
+    if !exchange.is_empty() {
+        return Ok(());
+    }
+    let failed =
+        |e: ManagementError| SubscribeError::Disconnected(format!("dead-letter queue {dead}: {e}"));
+    let path = queue_path(&dead);
+    let answer = management
+        .request("GET", &path, None)
+        .await
+        .map_err(failed)?;
+    if answer.status != 404 {
+        return Ok(());
+    }
+    if !declares {
+        return Err(SubscribeError::BadAddress(format!(
+            "no dead-letter queue {dead}: every message at the cap would come back; fix: make \
+             it (`rabbitmqadmin declare queue name={dead} durable=true`), or let the service \
+             declare it (declare=classic or declare=quorum)"
+        )));
+    }
+    let body = arguments(crate::QueueType::Classic, &Declaration::default(), None)
+        .map_err(SubscribeError::BadOption)?;
+    let made = management
+        .request("PUT", &path, Some(body))
+        .await
+        .map_err(failed)?;
+    if !matches!(made.status, 200 | 201 | 204) {
+        return Err(SubscribeError::Refused(format!(
+            "declaring dead-letter queue {dead} failed ({}): {}",
+            made.status,
+            made.text()
+        )));
+    }
+    tracing::info!(queue = %dead, "amqp: dead-letter queue declared");
+    Ok(())
+}
 
 /// Whether `exchange` is bound to `queue` with `key`.
 async fn bound(

@@ -23,6 +23,11 @@
 //! broker keeps for it, so its id is a digest (FNV-1a, 64 bits, as 16 hex digits) of its
 //! payload and headers: stable while it waits, shared by byte-identical messages.
 //!
+//! A dead letter RabbitMQ moved itself has RabbitMQ's annotations (`x-opt-deaths`,
+//! `x-last-death-*`) instead of the runtime's headers: they are shown as the runtime's
+//! (where from, why, when, how often; see [`crate::deaths`]), so `replay` sends it back
+//! to the queue it came from.
+//!
 //! Only queues are browsed (`NAME`, `/queues/NAME`); a RabbitMQ stream (read from an
 //! offset, never consumed) and exchanges are [`InspectError::Unsupported`], and so is a
 //! broker without the management node (the message count is needed to know when to
@@ -44,7 +49,7 @@ use crate::AmqpBroker;
 use crate::address::amqp_address;
 use crate::management::{Management, queue_path};
 use crate::message::decode;
-use crate::queue::{QueueInfo, get, integer};
+use crate::queue::{get, integer};
 
 /// How long to wait for the next message the queue said it holds.
 const NEXT_WITHIN: Duration = Duration::from_secs(2);
@@ -90,7 +95,7 @@ impl AmqpBroker {
                 )));
             }
         }
-        let kind = QueueInfo::parse(&answer.body).map(|q| q.kind);
+        let kind = crate::queue::parse(&answer.body).map(|q| q.kind);
         if kind.as_deref() == Some("stream") {
             return Err(unsupported(format!(
                 "{name} is a stream: it is read from an offset, not consumed"
@@ -157,14 +162,19 @@ impl AmqpBroker {
                     };
                 received += 1;
                 let info = DeliveryInfo::from(&delivery);
-                let decoded = decode(delivery.into_message());
+                let mut whole = delivery.into_message();
+                let annotations = whole.message_annotations.take();
+                let decoded = decode(whole);
                 let message = Message {
                     payload: decoded.payload,
                     headers: decoded.headers,
                 };
+                // The id is the message's as stored; what is shown reads RabbitMQ's own
+                // dead-lettering annotations as the runtime's headers.
+                let id = content_id(&message);
                 let waiting = Waiting {
-                    id: content_id(&message),
-                    message,
+                    id,
+                    message: crate::deaths::described(message, annotations.as_ref()),
                     defect: decoded.defect,
                 };
                 if keep(waiting) {

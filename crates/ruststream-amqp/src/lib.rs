@@ -49,7 +49,10 @@
 //! a stream neither counts nor redelivers. A queue that disagrees with the mount (a
 //! delivery limit other than `max_attempts − 1` where the broker enforces it, a
 //! dead-letter target other than `dead_letter`, a limit that would drop messages before
-//! the cap) is refused with `SubscribeError::BadOption`; a missing queue is
+//! the cap, RabbitMQ 4's own limit of 20 on a quorum queue without `x-delivery-limit`,
+//! known from the version in the broker's `open` frame, under a larger cap) is refused
+//! with `SubscribeError::BadOption` (a policy's limit is stated with
+//! [`SubscribeOptions::delivery_limit`]); a missing queue is
 //! `SubscribeError::BadAddress`. [`SubscribeOptions::declare`] makes a missing queue
 //! from the mount's declaration. A broker without the management node gets the
 //! defaults (no counting, no dead-lettering), logged; [`SubscribeOptions::counts`] and
@@ -77,7 +80,8 @@
 //! [`SubscribeOptions`] on the mount win over every key; a typed [`Settle`] over
 //! `settle`. The keys: `credit` (a whole number, at least 1), `settle` (`at_least_once`,
 //! `at_most_once`), `declare` (`classic`, `quorum`, `stream`), `counts` and
-//! `dead_letters` (`true`, `false`). A key not among them or a value that does not read
+//! `dead_letters` (`true`, `false`), `delivery_limit` (a whole number, negative: none;
+//! see [`SubscribeOptions::delivery_limit`]). A key not among them or a value that does not read
 //! is an error naming the setting and where it came from: at [`AmqpBroker::connect`]
 //! for the URL ([`ConnectError::BadUrl`]), at subscribe for a mount's
 //! (`SubscribeError::BadOption`).
@@ -191,6 +195,7 @@ mod acker;
 mod address;
 mod connection;
 mod credit;
+mod deaths;
 mod error;
 mod facts;
 mod inspect;
@@ -202,6 +207,7 @@ mod publisher;
 mod queue;
 mod receiver;
 mod replies;
+mod server;
 mod settings;
 mod sizes;
 #[cfg(feature = "tls")]

@@ -39,6 +39,7 @@ pub struct SubscribeOptions {
     pub(crate) counts: Option<bool>,
     pub(crate) dead_letters: Option<bool>,
     pub(crate) declare: Option<QueueType>,
+    pub(crate) delivery_limit: Option<i64>,
 }
 
 impl Default for SubscribeOptions {
@@ -57,6 +58,7 @@ impl SubscribeOptions {
             counts: None,
             dead_letters: None,
             declare: None,
+            delivery_limit: None,
         }
     }
 
@@ -101,6 +103,16 @@ impl SubscribeOptions {
     /// `SubscribeError::BadOption` naming the difference.
     pub const fn declare(mut self, kind: QueueType) -> Self {
         self.declare = Some(kind);
+        self
+    }
+
+    /// The delivery limit the quorum queue enforces (negative: none), overriding what
+    /// was found out (its `x-delivery-limit`, else RabbitMQ 4's default of 20). Set it
+    /// for a queue whose limit comes from a policy's `delivery-limit`, which management
+    /// does not show: a `max_attempts` whose deliveries do not fit under the limit is
+    /// refused at subscribe.
+    pub const fn delivery_limit(mut self, limit: i64) -> Self {
+        self.delivery_limit = Some(limit);
         self
     }
 }

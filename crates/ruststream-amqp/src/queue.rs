@@ -21,6 +21,7 @@
 
 use fe2o3_amqp_types::primitives::{OrderedMap, Value};
 use ruststream_core::{Address, Declaration};
+use ruststream_rabbitmq::Arg;
 
 /// The type of a RabbitMQ queue, for [`SubscribeOptions::declare`](crate::SubscribeOptions::declare).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -45,70 +46,27 @@ impl QueueType {
     }
 }
 
-/// A queue as management describes it.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub(crate) struct QueueInfo {
-    /// `classic`, `quorum`, `stream` (or another type a plugin adds).
-    pub(crate) kind: String,
-    pub(crate) delivery_limit: Option<i64>,
-    pub(crate) dlx: Option<String>,
-    pub(crate) dlrk: Option<String>,
+pub(crate) use ruststream_rabbitmq::{QueueFacts, QueueInfo, delivery_limit};
+
+/// Reads the body of `GET /queues/{name}`.
+pub(crate) fn parse(body: &Value) -> Option<QueueInfo> {
+    let Value::Map(map) = body else { return None };
+    let kind = text(get(map, "type")?)?;
+    let mut info = QueueInfo {
+        kind,
+        ..QueueInfo::default()
+    };
+    if let Some(Value::Map(args)) = get(map, "arguments") {
+        info.delivery_limit = get(args, "x-delivery-limit").and_then(integer);
+        info.dlx = get(args, "x-dead-letter-exchange").and_then(text);
+        info.dlrk = get(args, "x-dead-letter-routing-key").and_then(text);
+    }
+    Some(info)
 }
 
-/// The capabilities a queue decides.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct QueueFacts {
-    pub(crate) counts: bool,
-    pub(crate) requeues: bool,
-    pub(crate) dead_letters: bool,
-}
-
-impl QueueInfo {
-    /// Reads the body of `GET /queues/{name}`.
-    pub(crate) fn parse(body: &Value) -> Option<Self> {
-        let Value::Map(map) = body else { return None };
-        let kind = text(get(map, "type")?)?;
-        let mut info = Self {
-            kind,
-            ..Self::default()
-        };
-        if let Some(Value::Map(args)) = get(map, "arguments") {
-            info.delivery_limit = get(args, "x-delivery-limit").and_then(integer);
-            info.dlx = get(args, "x-dead-letter-exchange").and_then(text);
-            info.dlrk = get(args, "x-dead-letter-routing-key").and_then(text);
-        }
-        Some(info)
-    }
-
-    /// Whether the queue caps deliveries and moves spent ones itself.
-    pub(crate) fn dead_letters_itself(&self) -> bool {
-        self.kind == "quorum" && self.delivery_limit.is_some_and(|l| l >= 0) && self.dlx.is_some()
-    }
-
-    pub(crate) fn facts(&self) -> QueueFacts {
-        match self.kind.as_str() {
-            "quorum" => QueueFacts {
-                counts: true,
-                requeues: true,
-                dead_letters: self.dead_letters_itself(),
-            },
-            "stream" => QueueFacts {
-                counts: false,
-                requeues: false,
-                dead_letters: false,
-            },
-            _ => QueueFacts {
-                counts: false,
-                requeues: true,
-                dead_letters: false,
-            },
-        }
-    }
-
-    /// Where the queue dead-letters to: exchange and routing key.
-    fn dead_letter_target(&self) -> Option<(&str, Option<&str>)> {
-        Some((self.dlx.as_deref()?, self.dlrk.as_deref()))
-    }
+/// Where the queue dead-letters to: exchange and routing key.
+fn queue_dead_letter_target(info: &QueueInfo) -> Option<(&str, Option<&str>)> {
+    Some((info.dlx.as_deref()?, info.dlrk.as_deref()))
 }
 
 /// Where a ruststream dead-letter address is, as an exchange and a routing key:
@@ -134,44 +92,31 @@ pub(crate) fn dead_letter_target(address: &Address) -> Option<(String, Option<St
     Some((String::new(), Some(a.to_owned())))
 }
 
-/// `x-delivery-limit` for a cap of `max_attempts`: RabbitMQ dead-letters a message
-/// returned more than `limit` times, so it is delivered `limit + 1` times.
-pub(crate) fn delivery_limit(max_attempts: u32) -> i64 {
-    i64::from(max_attempts) - 1
-}
-
-/// The arguments a declaration gives a new queue of `kind`.
-pub(crate) fn arguments(kind: QueueType, declaration: &Declaration) -> Result<Value, String> {
-    let mut args = OrderedMap::new();
-    let mut put = |k: &str, v: Value| {
-        args.insert(Value::String(k.to_owned()), v);
+/// The arguments a declaration gives a new queue of `kind` on a broker of `major`
+/// version (see [`ruststream_rabbitmq::arguments`]), as the body of `PUT /queues/{name}`.
+pub(crate) fn arguments(
+    kind: QueueType,
+    declaration: &Declaration,
+    major: Option<u32>,
+) -> Result<Value, String> {
+    let target = match declaration
+        .dead_letter
+        .as_ref()
+        .filter(|_| kind == QueueType::Quorum)
+    {
+        Some(dead) => Some(
+            dead_letter_target(dead)
+                .ok_or_else(|| format!("dead letter {dead} is not a queue or an exchange"))?,
+        ),
+        None => None,
     };
-    put("x-queue-type", Value::String(kind.name().to_owned()));
-    if kind == QueueType::Quorum
-        && let Some(n) = declaration.max_attempts
-    {
-        put("x-delivery-limit", Value::Long(delivery_limit(n.get())));
-    }
-    // Only a quorum queue dead-letters for the mount. On a classic queue the runtime
-    // publishes its dead letters itself, and a dead-letter exchange would also take
-    // what the runtime rejects on purpose: the original of every `retry_after` copy
-    // (`rejected`, as the specification's AMQP table says) and every `drop()`.
-    if kind == QueueType::Quorum
-        && let Some(dead) = &declaration.dead_letter
-    {
-        let (exchange, key) = dead_letter_target(dead)
-            .ok_or_else(|| format!("dead letter {dead} is not a queue or an exchange"))?;
-        put("x-dead-letter-exchange", Value::String(exchange));
-        if let Some(key) = key {
-            put("x-dead-letter-routing-key", Value::String(key));
-        }
-        // Dead-letter without loss: the broker keeps a message until the dead-letter
-        // queue has it.
-        put(
-            "x-dead-letter-strategy",
-            Value::String("at-least-once".into()),
-        );
-        put("x-overflow", Value::String("reject-publish".into()));
+    let mut args = OrderedMap::new();
+    for (name, value) in ruststream_rabbitmq::arguments(kind.name(), declaration, major, target) {
+        let value = match value {
+            Arg::Text(s) => Value::String(s),
+            Arg::Int(n) => Value::Long(n),
+        };
+        args.insert(Value::String(name.to_owned()), value);
     }
     let mut body = OrderedMap::new();
     body.insert(Value::String("durable".into()), Value::Bool(true));
@@ -236,7 +181,7 @@ pub(crate) fn check(
     };
     let differs =
         |has: &str| Check::Differs(format!("dead-letters to {has}, dead_letter is {dead}"));
-    let Some((dlx, dlrk)) = info.dead_letter_target() else {
+    let Some((dlx, dlrk)) = queue_dead_letter_target(info) else {
         return differs("nowhere (no x-dead-letter-exchange)");
     };
     let has = match dlrk {
@@ -315,23 +260,6 @@ mod tests {
     }
 
     #[test]
-    fn facts_by_queue_type() {
-        let classic = QueueInfo {
-            kind: "classic".into(),
-            ..QueueInfo::default()
-        };
-        assert!(!classic.facts().counts && classic.facts().requeues);
-        assert!(quorum(None, None, None).facts().counts);
-        assert!(!quorum(Some(2), None, None).facts().dead_letters);
-        assert!(quorum(Some(2), Some(""), Some("d")).facts().dead_letters);
-        let stream = QueueInfo {
-            kind: "stream".into(),
-            ..QueueInfo::default()
-        };
-        assert!(!stream.facts().requeues && !stream.facts().counts);
-    }
-
-    #[test]
     fn the_limit_is_max_attempts_minus_one() {
         let q = quorum(Some(2), Some(""), Some("d"));
         assert_eq!(check(&q, &decl(3, Some("d")), None), Check::Agrees);
@@ -372,7 +300,8 @@ mod tests {
 
     #[test]
     fn a_declared_classic_queue_leaves_dead_letters_to_the_runtime() {
-        let Value::Map(body) = arguments(QueueType::Classic, &decl(4, Some("d"))).unwrap() else {
+        let Value::Map(body) = arguments(QueueType::Classic, &decl(4, Some("d")), Some(4)).unwrap()
+        else {
             panic!("not a map")
         };
         let Some(Value::Map(args)) = get(&body, "arguments") else {
@@ -401,7 +330,7 @@ mod tests {
     #[test]
     fn declared_arguments() {
         let Value::Map(body) =
-            arguments(QueueType::Quorum, &decl(4, Some("/queues/a%20b"))).unwrap()
+            arguments(QueueType::Quorum, &decl(4, Some("/queues/a%20b")), Some(4)).unwrap()
         else {
             panic!("not a map")
         };

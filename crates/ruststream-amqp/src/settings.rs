@@ -7,7 +7,14 @@ use crate::options::{Settle, SubscribeOptions};
 use crate::queue::QueueType;
 
 /// The keys the AMQP broker reads.
-pub(crate) const KEYS: &[&str] = &["credit", "settle", "declare", "counts", "dead_letters"];
+pub(crate) const KEYS: &[&str] = &[
+    "credit",
+    "settle",
+    "declare",
+    "counts",
+    "dead_letters",
+    "delivery_limit",
+];
 
 /// The options a subscription opens with: typed [`SubscribeOptions`] on the mount win
 /// over every key; a typed [`Settle`] wins over `settle`. Otherwise the settings make
@@ -51,6 +58,11 @@ fn apply(options: SubscribeOptions, setting: &Setting) -> Result<SubscribeOption
         },
         "counts" => options.counts(setting.flag()?),
         "dead_letters" => options.dead_letters(setting.flag()?),
+        "delivery_limit" => options.delivery_limit(
+            setting
+                .number()
+                .map_err(|_| setting.invalid("expected a whole number (negative: none)"))?,
+        ),
         _ => return Err(setting.unknown("amqp", KEYS)),
     })
 }
@@ -92,6 +104,7 @@ mod tests {
             (&[("credit", "lots")][..], "whole number"),
             (&[("declare", "lazy")][..], "classic, quorum, stream"),
             (&[("counts", "perhaps")][..], "true or false"),
+            (&[("delivery_limit", "many")][..], "whole number"),
         ] {
             let error = options(&Options::default(), &url(pairs))
                 .expect_err("refused")

@@ -20,8 +20,10 @@ fn topology(q: &mut Queues) {
 #[tokio::test]
 async fn failed_copies_give_their_deliveries_back_and_the_credit_with_them() {
     let queue = name(topology, "stuck");
-    // The dead letter does not exist yet: every copy to it fails.
+    // The dead letter reaches no queue yet: every copy to it fails. (A dead letter that
+    // names a missing queue is refused at start-up; one through an exchange is not.)
     let dead = unique("dead-later");
+    let dead_letter = format!("/exchanges/amq.direct/{dead}");
     let n = DEFAULT_CREDIT as usize + 44;
     let calls = Arc::new(AtomicU32::new(0));
     let seen = calls.clone();
@@ -37,7 +39,7 @@ async fn failed_copies_give_their_deliveries_back_and_the_credit_with_them() {
         .mount(
             Mount::new(queue.as_str())
                 .max_attempts(1)
-                .dead_letter(dead.as_str()),
+                .dead_letter(dead_letter.as_str()),
             handler,
         )
         .start()
@@ -64,7 +66,17 @@ async fn failed_copies_give_their_deliveries_back_and_the_credit_with_them() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    // Now the dead letter exists: every message gets there, none is lost.
+    // Now the dead letter reaches a queue: every message gets there, none is lost.
+    let definitions = format!(
+        r#"{{"queues": [{{"name": "{dead}", "vhost": "/", "durable": true,
+             "auto_delete": false, "arguments": {{"x-queue-type": "classic"}}}}],
+           "bindings": [{{"source": "amq.direct", "vhost": "/", "destination": "{dead}",
+             "destination_type": "queue", "routing_key": "{dead}", "arguments": {{}}}}]}}"#
+    );
+    rabbitmq4(
+        &["ctl", "-q", "import_definitions", "--format", "json"],
+        Some(definitions),
+    );
     let mut dead_sub = subscribe(
         &other,
         spec(

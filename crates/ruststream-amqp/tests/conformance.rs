@@ -107,11 +107,15 @@ impl Harness for Amqp {
         }
     }
 
-    /// A queue that does not exist: RabbitMQ refuses a publish to it at once. Not for the
-    /// queue that dead-letters itself (the runtime publishes no dead letter there).
+    /// A key no queue is bound to on an exchange that exists: RabbitMQ releases a publish
+    /// to it at once (a missing queue as the dead letter is refused at start-up). Not for
+    /// the queue that dead-letters itself (the runtime publishes no dead letter there).
     fn unpublishable_address(&self) -> Option<Address> {
         match self.kind {
-            Kind::Quorum | Kind::Classic => Some(Address::new(support::unique("missing"))),
+            Kind::Quorum | Kind::Classic => Some(Address::new(format!(
+                "/exchanges/amq.direct/{}",
+                support::unique("unbound")
+            ))),
             Kind::SelfDl | Kind::AtMostOnce => None,
         }
     }

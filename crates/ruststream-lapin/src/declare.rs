@@ -1,101 +1,219 @@
-//! Making the queues a mount implies, where it asks (`SubscribeOptions::declare`): the
-//! queue itself and, for a quorum queue that dead-letters into a queue, that queue.
+//! Finding out what a mount's queue is, and making the queues the mount implies: by
+//! default a missing queue becomes a durable quorum queue (`SubscribeOptions::declare`
+//! picks the type, `never_declare` makes nothing), and its dead-letter queue is made
+//! too (checked with `never_declare`: a dead letter that cannot be routed would bring
+//! every message at the cap back for ever).
+//!
+//! The first declaration is the one the mount implies (not passive): it makes a missing
+//! queue and is accepted by a queue made the same way before, so a service's usual start
+//! causes no refusal. A refusal closes the channel, and lapin 4.12 logs every channel
+//! the server closes at ERROR (`Channel closed`, in its `on_channel_close_received`), so
+//! a queue that differs from what the mount implies (made by hand, by a policy-less
+//! tool) still costs one such line per differing argument: AMQP 0-9-1 tells a queue's
+//! arguments only through refusals.
 
+use lapin::Connection;
+use lapin::options::QueueDeclareOptions;
+use lapin::types::FieldTable;
 use ruststream_core::{SubscribeError, SubscribeSpec};
 
-use crate::probe;
+use crate::SubscribeOptions;
+use crate::probe::{self, Found, ProbeError};
 use crate::queue::{self, QueueInfo, QueueType};
+use crate::server::Version;
+use ruststream_rabbitmq::limit;
 
-/// Makes `queue`, of `kind`, with the arguments the mount's declaration implies (see
-/// [`queue::arguments`]), and a quorum queue's dead-letter queue.
-pub(crate) async fn declare(
-    connection: &lapin::Connection,
+/// What `queue` is (made first if the options let it and it is missing); `None` where
+/// the broker's answer could not be read (the defaults apply).
+pub(crate) async fn find_out(
+    connection: &Connection,
     queue: &str,
-    kind: QueueType,
+    options: &SubscribeOptions,
     spec: &SubscribeSpec,
-) -> Result<QueueInfo, SubscribeError> {
-    let args = queue::arguments(kind, &spec.declaration).map_err(SubscribeError::BadOption)?;
-    let channel = connection
-        .create_channel()
-        .await
-        .map_err(|e| SubscribeError::Disconnected(e.to_string()))?;
-    channel
-        .queue_declare(
-            queue.into(),
-            lapin::options::QueueDeclareOptions::durable(),
-            args.clone(),
-        )
-        .await
-        .map_err(|e| SubscribeError::Refused(format!("declaring queue {queue}: {e}")))?;
-    let _ = channel.close(200, "declared".into()).await;
-    tracing::info!(queue, kind = kind.name(), "lapin: queue declared");
-    if kind == QueueType::Quorum {
-        declare_dead_letter_queue(connection, spec).await?;
+    version: &Version,
+) -> Result<Option<QueueInfo>, SubscribeError> {
+    if options.reply_queue {
+        return Ok(Some(QueueInfo {
+            kind: "classic".into(),
+            ..QueueInfo::default()
+        }));
     }
-    Ok(QueueInfo::from_arguments(&args))
+    let hints = queue::hints(&spec.declaration);
+    let kind = (!options.never_declare).then(|| options.declare.unwrap_or(QueueType::Quorum));
+    let declare = match kind {
+        Some(kind) => {
+            let major = version.major().await;
+            Some(
+                queue::arguments(kind, &spec.declaration, major)
+                    .map_err(SubscribeError::BadOption)?,
+            )
+        }
+        None => None,
+    };
+    let found = probe::describe(connection, queue, &hints, declare)
+        .await
+        .map_err(|e| match e {
+            ProbeError::Connection(why) => SubscribeError::Disconnected(why),
+            ProbeError::Refused(why) => SubscribeError::Refused(format!("queue {queue}: {why}")),
+        })?;
+    let info = match found {
+        Found::Queue(info) => info,
+        Found::Missing => {
+            let why = if options.never_declare {
+                "declare=never"
+            } else {
+                "no configure permission to declare it"
+            };
+            return Err(SubscribeError::BadAddress(format!(
+                "no queue {queue} ({why})"
+            )));
+        }
+        Found::Unreadable(why) | Found::Denied(why) if options.declare.is_some() => {
+            return Err(SubscribeError::Refused(format!(
+                "queue {queue}: cannot tell what it is ({why})"
+            )));
+        }
+        Found::Unreadable(why) | Found::Denied(why) => {
+            tracing::warn!(queue, reason = %why,
+                "lapin: cannot tell what the queue is; using the default capabilities");
+            return Ok(None);
+        }
+    };
+    tracing::debug!(queue, kind = %info.kind, "lapin: queue found (made if it was missing)");
+    queue::check(&info, &spec.declaration, options.declare, queue)
+        .map_err(|how| SubscribeError::BadOption(format!("queue {queue} {how}")))?;
+    dead_letter_exists(connection, spec, kind.is_some()).await?;
+    if info.kind == "quorum" || options.delivery_limit.is_some() {
+        let major = version.major().await;
+        let limit = limit::effective(
+            &info.kind,
+            info.delivery_limit,
+            options.delivery_limit,
+            major,
+        );
+        match limit::check(limit, &spec.declaration, queue, info.dlx.is_some()) {
+            Err(how) => return Err(SubscribeError::BadOption(format!("queue {queue} {how}"))),
+            Ok(Some(warning)) => tracing::warn!(queue, "lapin: {warning}"),
+            Ok(None) => {}
+        }
+    }
+    Ok(Some(info))
 }
 
-/// The queue a declared quorum queue dead-letters into, where the mount's dead letter is
-/// a queue (the default exchange routes by its name): made if missing (durable, classic),
-/// so that RabbitMQ's dead-lettering has somewhere to go. One that exists is left as it
-/// is, whatever its arguments. An exchange (`/exchanges/X/K`) is the operator's: its
-/// type and bindings are not the mount's to say.
-async fn declare_dead_letter_queue(
-    connection: &lapin::Connection,
+/// Where the mount's dead letter goes must exist, or every message at the cap comes back
+/// again (a dead letter RabbitMQ cannot route is refused, and the delivery handed back).
+/// A queue (the default exchange routes by its name) is made if missing where the mount
+/// declares (durable, classic: not passive, so that a missing queue costs no refusal;
+/// one that exists with other arguments refuses it, logged by lapin, and is left as it
+/// is), else checked; an exchange (`/exchanges/X/K`) is the operator's to make and bind,
+/// and only checked. A missing one is `SubscribeError::BadAddress` with the fix.
+async fn dead_letter_exists(
+    connection: &Connection,
     spec: &SubscribeSpec,
+    declares: bool,
 ) -> Result<(), SubscribeError> {
-    let Some((exchange, Some(dead))) = spec
-        .declaration
-        .dead_letter
-        .as_ref()
-        .and_then(queue::dead_letter_target)
-    else {
+    let Some(address) = spec.declaration.dead_letter.as_ref() else {
+        return Ok(());
+    };
+    let Some((exchange, key)) = queue::dead_letter_target(address) else {
         return Ok(());
     };
     if !exchange.is_empty() {
-        return Ok(());
+        return exchange_exists(connection, &exchange).await;
     }
-    let channel = connection
-        .create_channel()
-        .await
-        .map_err(|e| SubscribeError::Disconnected(e.to_string()))?;
-    let passive = lapin::options::QueueDeclareOptions {
+    let Some(dead) = key else { return Ok(()) };
+    if declares {
+        let channel = open(connection).await?;
+        match channel
+            .queue_declare(
+                dead.as_str().into(),
+                QueueDeclareOptions::durable(),
+                FieldTable::default(),
+            )
+            .await
+        {
+            Ok(_) => {
+                let _ = channel.close(200, "declared".into()).await;
+                tracing::debug!(queue = %dead, "lapin: dead-letter queue declared (made if missing)");
+                return Ok(());
+            }
+            // It exists, with other arguments.
+            Err(e) if probe::reply_code(&e) == Some(406) => return Ok(()),
+            // No configure permission: whether it exists, below.
+            Err(e) if probe::reply_code(&e) == Some(403) => {}
+            Err(e) => {
+                return Err(SubscribeError::Refused(format!(
+                    "declaring dead-letter queue {dead}: {e}"
+                )));
+            }
+        }
+    }
+    let channel = open(connection).await?;
+    let passive = QueueDeclareOptions {
         passive: true,
-        ..lapin::options::QueueDeclareOptions::default()
+        ..QueueDeclareOptions::default()
     };
     match channel
-        .queue_declare(
-            dead.as_str().into(),
-            passive,
-            lapin::types::FieldTable::default(),
-        )
+        .queue_declare(dead.as_str().into(), passive, FieldTable::default())
         .await
     {
         Ok(_) => {
             let _ = channel.close(200, "checked".into()).await;
-            return Ok(());
+            Ok(())
         }
-        Err(e) if probe::reply_code(&e) == Some(404) => {}
-        Err(e) => {
-            return Err(SubscribeError::Refused(format!(
-                "dead-letter queue {dead}: {e}"
-            )));
+        Err(e) if probe::reply_code(&e) == Some(404) => {
+            let how = if declares {
+                "the user may not declare it (no configure permission)"
+            } else {
+                "declare=never"
+            };
+            Err(SubscribeError::BadAddress(format!(
+                "no dead-letter queue {dead} ({how}): every message at the cap would come \
+                 back; fix: make it (`rabbitmqadmin declare queue name={dead} durable=true`), \
+                 or let the service declare it (the default)"
+            )))
         }
+        Err(e) => Err(SubscribeError::Refused(format!(
+            "dead-letter queue {dead}: {e}"
+        ))),
     }
-    // The 404 closed that channel.
-    let channel = connection
-        .create_channel()
-        .await
-        .map_err(|e| SubscribeError::Disconnected(e.to_string()))?;
-    channel
-        .queue_declare(
-            dead.as_str().into(),
-            lapin::options::QueueDeclareOptions::durable(),
-            lapin::types::FieldTable::default(),
+}
+
+/// Whether the exchange a dead letter is published to exists.
+async fn exchange_exists(connection: &Connection, exchange: &str) -> Result<(), SubscribeError> {
+    let channel = open(connection).await?;
+    let passive = lapin::options::ExchangeDeclareOptions {
+        passive: true,
+        ..lapin::options::ExchangeDeclareOptions::default()
+    };
+    match channel
+        .exchange_declare(
+            exchange.into(),
+            lapin::ExchangeKind::Direct,
+            passive,
+            FieldTable::default(),
         )
         .await
-        .map_err(|e| SubscribeError::Refused(format!("declaring dead-letter queue {dead}: {e}")))?;
-    let _ = channel.close(200, "declared".into()).await;
-    tracing::info!(queue = %dead, "lapin: dead-letter queue declared");
-    Ok(())
+    {
+        Ok(()) => {
+            let _ = channel.close(200, "checked".into()).await;
+            Ok(())
+        }
+        Err(e) if probe::reply_code(&e) == Some(404) => Err(SubscribeError::BadAddress(format!(
+            "no dead-letter exchange {exchange}: every message at the cap would come back; \
+             fix: make it and bind the dead-letter queue to it (`rabbitmqadmin declare \
+             exchange name={exchange} type=direct`, `rabbitmqadmin declare binding \
+             source={exchange} destination=QUEUE routing_key=KEY`)"
+        ))),
+        Err(e) => Err(SubscribeError::Refused(format!(
+            "dead-letter exchange {exchange}: {e}"
+        ))),
+    }
+}
+
+async fn open(connection: &Connection) -> Result<lapin::Channel, SubscribeError> {
+    connection
+        .create_channel()
+        .await
+        .map_err(|e| SubscribeError::Disconnected(e.to_string()))
 }

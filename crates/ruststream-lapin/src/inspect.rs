@@ -54,7 +54,7 @@ impl LapinBroker {
         };
         let queue = crate::address::queue(address.as_str())
             .map_err(|e| unsupported(format!("only queues can be browsed ({e})")))?;
-        let found = probe::describe(connection, &queue, &[])
+        let found = probe::describe(connection, &queue, &[], None)
             .await
             .map_err(|e| match e {
                 ProbeError::Connection(why) | ProbeError::Refused(why) => {
@@ -73,7 +73,7 @@ impl LapinBroker {
                 info.kind
             ))),
             Found::Missing => Err(unsupported(format!("queue {queue} does not exist"))),
-            Found::Unreadable(why) => Err(unsupported(format!(
+            Found::Unreadable(why) | Found::Denied(why) => Err(unsupported(format!(
                 "cannot tell what queue {queue} is ({why}): only classic queues are browsed"
             ))),
         }
@@ -141,7 +141,11 @@ async fn get_all(
             headers,
         };
         let tag = delivery.delivery_tag;
-        if keep(Waiting::new(content_id(&message), message)) {
+        // The id is the message's as stored; what is shown reads RabbitMQ's own
+        // dead-lettering headers as the runtime's.
+        let id = content_id(&message);
+        let message = crate::deaths::described(message, delivery.properties.headers().as_ref());
+        if keep(Waiting::new(id, message)) {
             channel
                 .basic_ack(tag, BasicAckOptions { multiple: false })
                 .await

@@ -91,8 +91,9 @@
 //!
 //! AMQP 0-9-1 cannot read a queue's arguments, but RabbitMQ refuses a `queue.declare`
 //! whose arguments differ from the queue's and names the argument and its current value.
-//! At subscribe the adapter asks that way (declarations on throw-away channels, each
-//! taking one refusal's value, until one is accepted, which changes nothing) and
+//! At subscribe the adapter asks that way (the declaration the mount implies first, then
+//! declarations on throw-away channels, each taking one refusal's value, until one is
+//! accepted, which changes nothing) and
 //! learns the queue's type, `x-delivery-limit` and dead-letter exchange and key:
 //!
 //! | queue | counts | requeues | dead-letters itself |
@@ -109,8 +110,15 @@
 //! message `limit + 1` times) and its `dead_letter` must be where the queue dead-letters
 //! to (a queue `Q`: exchange `""` with key `Q`; `/exchanges/X/K`: exchange `X`, key
 //! `K`); otherwise subscribing fails with `SubscribeError::BadOption` saying how they
-//! differ. A missing queue is `SubscribeError::BadAddress`, unless
-//! [`SubscribeOptions::declare`] makes it from the mount's declaration. Policies are not
+//! differ. RabbitMQ 4 gives a quorum queue without `x-delivery-limit` a limit of 20 of
+//! its own (RabbitMQ 3 none): the adapter reads the broker's version and refuses a
+//! `max_attempts` above the queue's effective limit + 1, naming the fix (a policy's
+//! limit is stated with [`SubscribeOptions::delivery_limit`]). By default a missing
+//! queue is declared as a durable quorum queue from the mount's declaration (with its
+//! dead-letter queue, also for an existing queue; `never_declare` checks that it
+//! exists, and that a dead-letter exchange does); [`SubscribeOptions::declare`] picks the type (and refuses an
+//! existing queue of another), [`SubscribeOptions::never_declare`] makes a missing
+//! queue `SubscribeError::BadAddress`. An existing queue is never changed. Policies are not
 //! arguments and cannot be seen: [`SubscribeOptions::counts`] and
 //! [`SubscribeOptions::dead_letters`] say what a policy makes the queue do. A user
 //! without the configure permission on the queue cannot probe it: the subscription gets
@@ -141,8 +149,9 @@
 //! The broker URL's query (`amqp://h:5672/%2f?prefetch=64`: every subscription of the
 //! broker) and the mount's settings (`RUSTSTREAM_MOUNT__<ADDRESS>__<KEY>`) are read in
 //! that order (a later key wins); typed [`SubscribeOptions`] win over every key. Keys:
-//! `prefetch` (1 to 65535), `declare` (`classic`, `quorum`), `counts` and
-//! `dead_letters` (`true`, `false`). lapin's own query keys (`heartbeat`,
+//! `prefetch` (1 to 65535), `declare` (`classic`, `quorum`, `never`), `counts` and
+//! `dead_letters` (`true`, `false`), `delivery_limit` (a whole number, negative: none;
+//! see [`SubscribeOptions::delivery_limit`]). lapin's own query keys (`heartbeat`,
 //! `connection_timeout`, `frame_max`, `channel_max`, `auth_mechanism`) stay with lapin.
 //! A key not among them or a value that does not read is an error naming it.
 //!
@@ -152,8 +161,10 @@
 //! **classic** queues: a browse gets the queue's messages with `basic.get`, holds
 //! them unacknowledged, then gives them all back with one `basic.nack(requeue)`; a
 //! classic queue puts each back where it was and counts nothing. Removing acknowledges
-//! the messages asked for. Ids are a digest of payload and headers. A quorum queue is
-//! refused: over AMQP 0-9-1 each message returned counts as a delivery (up to RabbitMQ
+//! the messages asked for. Ids are a digest of payload and headers. A dead letter
+//! RabbitMQ moved itself shows RabbitMQ's `x-death` / `x-first-death-*` headers as the
+//! runtime's (where from, why, when, how often), so `replay` sends it back to its
+//! queue. A quorum queue is refused: over AMQP 0-9-1 each message returned counts as a delivery (up to RabbitMQ
 //! 4.2), so browsing would spend attempts and, at the delivery limit, drop messages;
 //! `ruststream-amqp` browses quorum queues on RabbitMQ 4 without counting.
 //!
@@ -194,6 +205,7 @@ mod acker;
 mod address;
 mod connection;
 mod consumer;
+mod deaths;
 mod declare;
 mod delay;
 mod drain;
@@ -205,6 +217,7 @@ mod probe;
 mod publisher;
 mod queue;
 mod retry;
+mod server;
 mod settings;
 mod stream;
 mod url;
@@ -227,7 +240,6 @@ use acker::Delayed;
 use connection::Connector;
 use consumer::ConsumeSpec;
 use delay::Delays;
-use probe::{Found, ProbeError};
 use queue::QueueInfo;
 
 /// How long `close` lets the last acks land before closing the connection.
@@ -246,6 +258,8 @@ pub struct LapinBroker {
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     /// Subscription settings from the URL's query, under every mount's own.
     url_settings: Vec<Setting>,
+    /// The broker's version (its queues' defaults depend on it).
+    version: server::Version,
 }
 
 impl LapinBroker {
@@ -264,6 +278,7 @@ impl LapinBroker {
         for other in &options.failover {
             urls.push(url::BrokerUrl::parse(other)?);
         }
+        let version = server::Version::new(urls.iter().map(|u| u.uri.clone()).collect());
         let connector = Arc::new(Connector::connect(urls, options).await?);
         let publisher = Arc::new(LapinPublisher::new(connector.clone()));
         Ok(Self {
@@ -272,6 +287,7 @@ impl LapinBroker {
             connector,
             tasks: Mutex::new(Vec::new()),
             url_settings,
+            version,
         })
     }
 
@@ -347,8 +363,7 @@ impl LapinBroker {
         Ok(subscription)
     }
 
-    /// What the queue is (made first if the options declare it and it is missing);
-    /// `None` where the broker's answer could not be read (the defaults apply).
+    /// What the queue is (see [`declare::find_out`]).
     async fn find_out(
         &self,
         queue: &str,
@@ -360,35 +375,7 @@ impl LapinBroker {
             .connection()
             .await
             .map_err(SubscribeError::Disconnected)?;
-        let hints = queue::hints(&spec.declaration);
-        let found = probe::describe(&connection, queue, &hints)
-            .await
-            .map_err(|e| match e {
-                ProbeError::Connection(why) => SubscribeError::Disconnected(why),
-                ProbeError::Refused(why) => {
-                    SubscribeError::Refused(format!("queue {queue}: {why}"))
-                }
-            })?;
-        let info = match found {
-            Found::Queue(info) => info,
-            Found::Missing => match options.declare {
-                Some(kind) => declare::declare(&connection, queue, kind, spec).await?,
-                None => return Err(SubscribeError::BadAddress(format!("no queue {queue}"))),
-            },
-            Found::Unreadable(why) if options.declare.is_some() => {
-                return Err(SubscribeError::Refused(format!(
-                    "queue {queue}: cannot tell what it is ({why})"
-                )));
-            }
-            Found::Unreadable(why) => {
-                tracing::warn!(queue, reason = %why,
-                    "lapin: cannot tell what the queue is; using the default capabilities");
-                return Ok(None);
-            }
-        };
-        queue::check(&info, &spec.declaration, options.declare)
-            .map_err(|how| SubscribeError::BadOption(format!("queue {queue} {how}")))?;
-        Ok(Some(info))
+        declare::find_out(&connection, queue, options, spec, &self.version).await
     }
 }
 
@@ -443,6 +430,11 @@ impl Broker for LapinBroker {
             let _ = channel.close(200, "declared".into()).await;
             let mut spec = SubscribeSpec::new(address.clone());
             spec.in_flight = 256;
+            // Just declared as a classic queue: probing it would only cost refusals.
+            spec.options.insert(SubscribeOptions {
+                reply_queue: true,
+                ..SubscribeOptions::new()
+            });
             let subscription = self.open_subscription(spec).await?;
             Ok(Replies {
                 address,

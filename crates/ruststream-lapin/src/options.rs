@@ -29,18 +29,26 @@ pub const MAX_PREFETCH: u16 = u16::MAX;
 pub struct SubscribeOptions {
     pub(crate) prefetch: Option<u16>,
     pub(crate) declare: Option<QueueType>,
+    pub(crate) never_declare: bool,
     pub(crate) counts: Option<bool>,
     pub(crate) dead_letters: Option<bool>,
+    pub(crate) delivery_limit: Option<i64>,
+    /// A reply queue `replies` has just declared (classic, `x-expires`): not probed.
+    pub(crate) reply_queue: bool,
 }
 
 impl SubscribeOptions {
-    /// The prefetch from the mount's `in_flight`; the queue as found; nothing declared.
+    /// The prefetch from the mount's `in_flight`; a missing queue declared as a durable
+    /// quorum queue (an existing one is found out and checked, never changed).
     pub const fn new() -> Self {
         Self {
             prefetch: None,
             declare: None,
+            never_declare: false,
             counts: None,
             dead_letters: None,
+            delivery_limit: None,
+            reply_queue: false,
         }
     }
 
@@ -52,7 +60,9 @@ impl SubscribeOptions {
     }
 
     /// Makes a missing queue of `kind` from the mount's declaration; an existing queue of
-    /// another kind is refused at subscribe.
+    /// another kind is refused at subscribe. Without it, a missing queue is made as a
+    /// quorum queue and an existing one of any kind is taken as it is (checked against
+    /// the mount).
     ///
     /// A quorum queue with a cap and a dead letter gets `x-delivery-limit` =
     /// `max_attempts − 1` and a dead-letter exchange, and dead-letters itself; its
@@ -61,6 +71,16 @@ impl SubscribeOptions {
     /// handlers drop.
     pub const fn declare(mut self, kind: QueueType) -> Self {
         self.declare = Some(kind);
+        self.never_declare = false;
+        self
+    }
+
+    /// Declares nothing: a missing queue (or dead-letter queue) is
+    /// `SubscribeError::BadAddress` (setting `declare=never`), for a user who makes
+    /// every queue beforehand.
+    pub const fn never_declare(mut self) -> Self {
+        self.declare = None;
+        self.never_declare = true;
         self
     }
 
@@ -77,6 +97,16 @@ impl SubscribeOptions {
     /// dead-letter exchange come from a policy, which the adapter cannot read.
     pub const fn dead_letters(mut self, dead_letters: bool) -> Self {
         self.dead_letters = Some(dead_letters);
+        self
+    }
+
+    /// The delivery limit the quorum queue enforces (negative: none), overriding what
+    /// was found out (its `x-delivery-limit`, else the broker's default: 20 on
+    /// RabbitMQ 4, none on RabbitMQ 3). Set it for a queue whose limit comes from a
+    /// policy's `delivery-limit`, which the adapter cannot read: a `max_attempts` whose
+    /// deliveries do not fit under the limit is refused at subscribe.
+    pub const fn delivery_limit(mut self, limit: i64) -> Self {
+        self.delivery_limit = Some(limit);
         self
     }
 }

@@ -4,8 +4,9 @@
 //! A `queue.declare` of an existing queue with other arguments than it has is refused
 //! with `PRECONDITION_FAILED`, and RabbitMQ's refusal names one argument and its current
 //! value (`inequivalent arg 'x-delivery-limit' for queue 'q' in vhost '/': received '3'
-//! but current is '2'`). The probe declares the queue as a quorum queue with no other
-//! arguments, takes each refusal's current value into the next declaration (on a new
+//! but current is '2'`). The probe declares the queue as the mount implies (where it may
+//! make it; else, after a passive declaration, as a quorum queue with no other
+//! arguments), takes each refusal's current value into the next declaration (on a new
 //! channel: the refusal closes the channel), and stops when RabbitMQ accepts one: a
 //! declaration equivalent to the queue, which changes nothing, and whose arguments are
 //! the queue's (those RabbitMQ compares: type, delivery limit, dead-letter exchange and
@@ -37,6 +38,8 @@ pub(crate) enum Found {
     Missing,
     /// The broker answered in a way the probe cannot read: why.
     Unreadable(String),
+    /// The user may not declare the queue (no configure permission): why.
+    Denied(String),
 }
 
 /// Why the probe could not run.
@@ -49,13 +52,29 @@ pub(crate) enum ProbeError {
     Refused(String),
 }
 
-/// Finds out what `queue` is; `hints` are values some arguments may have (argument name,
-/// value), for a refusal cut short.
+/// Finds out what `queue` is, or declares it: with `declare`, the first declaration is
+/// `declare` itself (durable, not passive), which makes a missing queue and is accepted
+/// by one made the same way: no refusal, so nothing logged at error. Without (or where
+/// the user may not configure the queue) a passive declaration first tells a missing
+/// queue. `hints` are values some arguments may have (argument name, value), for a
+/// refusal cut short.
 pub(crate) async fn describe(
     connection: &Connection,
     queue: &str,
     hints: &[(&str, AMQPValue)],
+    declare: Option<FieldTable>,
 ) -> Result<Found, ProbeError> {
+    if let Some(args) = declare {
+        let tried = args.inner().iter().map(|(k, v)| (k.as_str(), v.clone()));
+        let tried: Vec<(&str, AMQPValue)> = tried
+            .filter_map(|(k, v)| hints.iter().find(|(h, _)| *h == k).map(|(h, _)| (*h, v)))
+            .collect();
+        match learn(connection, queue, hints, args.clone(), tried).await? {
+            // No configure permission: what a passive declaration can tell.
+            Found::Denied(_) => {}
+            found => return Ok(found),
+        }
+    }
     let channel = open(connection).await?;
     let passive = QueueDeclareOptions {
         passive: true,
@@ -72,11 +91,32 @@ pub(crate) async fn describe(
         };
     }
     let _ = channel.close(200, "probed".into()).await;
-    let mut flags = QueueDeclareOptions::durable();
     let mut args = FieldTable::default();
     args.insert("x-queue-type".into(), text("quorum"));
-    // The hints declared so far (each is tried once).
-    let mut tried: Vec<(&str, AMQPValue)> = vec![("x-queue-type", text("quorum"))];
+    match learn(
+        connection,
+        queue,
+        hints,
+        args,
+        vec![("x-queue-type", text("quorum"))],
+    )
+    .await?
+    {
+        Found::Denied(why) => Ok(Found::Unreadable(why)),
+        found => Ok(found),
+    }
+}
+
+/// Declares `queue` with `args`, taking each refusal's value into the next declaration,
+/// until one is accepted. `tried`: the hints declared so far (each is tried once).
+async fn learn<'a>(
+    connection: &Connection,
+    queue: &str,
+    hints: &'a [(&'a str, AMQPValue)],
+    mut args: FieldTable,
+    mut tried: Vec<(&'a str, AMQPValue)>,
+) -> Result<Found, ProbeError> {
+    let mut flags = QueueDeclareOptions::durable();
     for _ in 0..TRIES {
         let channel = open(connection).await?;
         let error = match channel
@@ -85,14 +125,14 @@ pub(crate) async fn describe(
         {
             Ok(_) => {
                 let _ = channel.close(200, "probed".into()).await;
-                return Ok(Found::Queue(QueueInfo::from_arguments(&args)));
+                return Ok(Found::Queue(crate::queue::from_arguments(&args)));
             }
             Err(e) => e,
         };
         match reply_code(&error) {
             Some(406) => {}
             // A user without the configure permission may still consume.
-            Some(403) => return Ok(Found::Unreadable(error.to_string())),
+            Some(403) => return Ok(Found::Denied(error.to_string())),
             Some(_) => return Err(ProbeError::Refused(error.to_string())),
             None => return Err(ProbeError::Connection(error.to_string())),
         }

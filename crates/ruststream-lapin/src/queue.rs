@@ -13,6 +13,7 @@
 
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use ruststream_core::{Address, Declaration};
+use ruststream_rabbitmq::Arg;
 
 use crate::address;
 
@@ -36,65 +37,20 @@ impl QueueType {
     }
 }
 
-/// A queue as the broker described it (see [`crate::probe`]).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub(crate) struct QueueInfo {
-    /// `classic`, `quorum`, `stream` (or another type a plugin adds).
-    pub(crate) kind: String,
-    pub(crate) delivery_limit: Option<i64>,
-    pub(crate) dlx: Option<String>,
-    pub(crate) dlrk: Option<String>,
-}
+pub(crate) use ruststream_rabbitmq::{QueueFacts, QueueInfo, delivery_limit};
 
-/// The capabilities a queue decides.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct QueueFacts {
-    pub(crate) counts: bool,
-    pub(crate) requeues: bool,
-    pub(crate) dead_letters: bool,
-}
-
-impl QueueInfo {
-    /// Reads the queue's arguments.
-    pub(crate) fn from_arguments(args: &FieldTable) -> Self {
-        let text = |key: &str| match args.inner().get(key) {
-            Some(AMQPValue::LongString(s)) => {
-                Some(String::from_utf8_lossy(s.as_bytes()).into_owned())
-            }
-            Some(AMQPValue::ShortString(s)) => Some(s.as_str().to_owned()),
-            _ => None,
-        };
-        Self {
-            kind: text("x-queue-type").unwrap_or_else(|| "classic".into()),
-            delivery_limit: args.inner().get("x-delivery-limit").and_then(integer),
-            dlx: text("x-dead-letter-exchange"),
-            dlrk: text("x-dead-letter-routing-key"),
-        }
-    }
-
-    /// Whether the queue caps deliveries and moves spent ones itself.
-    pub(crate) fn dead_letters_itself(&self) -> bool {
-        self.kind == "quorum" && self.delivery_limit.is_some_and(|l| l >= 0) && self.dlx.is_some()
-    }
-
-    pub(crate) fn facts(&self) -> QueueFacts {
-        match self.kind.as_str() {
-            "quorum" => QueueFacts {
-                counts: true,
-                requeues: true,
-                dead_letters: self.dead_letters_itself(),
-            },
-            "stream" => QueueFacts {
-                counts: false,
-                requeues: false,
-                dead_letters: false,
-            },
-            _ => QueueFacts {
-                counts: false,
-                requeues: true,
-                dead_letters: false,
-            },
-        }
+/// Reads a queue's arguments (as the probe found them) into what it is.
+pub(crate) fn from_arguments(args: &FieldTable) -> QueueInfo {
+    let text = |key: &str| match args.inner().get(key) {
+        Some(AMQPValue::LongString(s)) => Some(String::from_utf8_lossy(s.as_bytes()).into_owned()),
+        Some(AMQPValue::ShortString(s)) => Some(s.as_str().to_owned()),
+        _ => None,
+    };
+    QueueInfo {
+        kind: text("x-queue-type").unwrap_or_else(|| "classic".into()),
+        delivery_limit: args.inner().get("x-delivery-limit").and_then(integer),
+        dlx: text("x-dead-letter-exchange"),
+        dlrk: text("x-dead-letter-routing-key"),
     }
 }
 
@@ -134,6 +90,7 @@ pub(crate) fn hints(declaration: &Declaration) -> Vec<(&'static str, AMQPValue)>
         ("x-queue-type", text("stream")),
         ("x-dead-letter-strategy", text("at-least-once")),
         ("x-overflow", text("reject-publish")),
+        ("x-delivery-limit", AMQPValue::LongLongInt(-1)),
     ];
     if let Some(n) = declaration.max_attempts {
         hints.push((
@@ -154,42 +111,31 @@ pub(crate) fn hints(declaration: &Declaration) -> Vec<(&'static str, AMQPValue)>
     hints
 }
 
-/// `x-delivery-limit` for a cap of `max_attempts`.
-pub(crate) fn delivery_limit(max_attempts: u32) -> i64 {
-    i64::from(max_attempts) - 1
-}
-
-/// The arguments a declaration gives a new queue of `kind`. Only a quorum queue gets the
-/// mount's dead letter as its dead-letter exchange (it dead-letters itself at the cap);
-/// a classic queue gets none: the runtime dead-letters for it, and an exchange would
-/// also take every message a handler drops (`drop` rejects: no dead letter gets it).
-pub(crate) fn arguments(kind: QueueType, declaration: &Declaration) -> Result<FieldTable, String> {
-    let mut args = FieldTable::default();
-    let text = |s: &str| AMQPValue::LongString(LongString::from(s.as_bytes().to_vec()));
-    args.insert("x-queue-type".into(), text(kind.name()));
-    if kind == QueueType::Quorum
-        && let Some(n) = declaration.max_attempts
-    {
-        args.insert(
-            "x-delivery-limit".into(),
-            AMQPValue::LongLongInt(delivery_limit(n.get())),
-        );
-    }
-    if let Some(dead) = declaration
+/// The arguments a declaration gives a new queue of `kind` on a broker of `major`
+/// version (see [`ruststream_rabbitmq::arguments`]), as a field table.
+pub(crate) fn arguments(
+    kind: QueueType,
+    declaration: &Declaration,
+    major: Option<u32>,
+) -> Result<FieldTable, String> {
+    let target = match declaration
         .dead_letter
         .as_ref()
         .filter(|_| kind == QueueType::Quorum)
     {
-        let (exchange, key) = dead_letter_target(dead)
-            .ok_or_else(|| format!("dead letter {dead} is not a queue or an exchange"))?;
-        args.insert("x-dead-letter-exchange".into(), text(&exchange));
-        if let Some(key) = key {
-            args.insert("x-dead-letter-routing-key".into(), text(&key));
-        }
-        // Dead-letter without loss: the queue keeps a message until the dead-letter
-        // queue has it (at-least-once needs reject-publish overflow).
-        args.insert("x-dead-letter-strategy".into(), text("at-least-once"));
-        args.insert("x-overflow".into(), text("reject-publish"));
+        Some(dead) => Some(
+            dead_letter_target(dead)
+                .ok_or_else(|| format!("dead letter {dead} is not a queue or an exchange"))?,
+        ),
+        None => None,
+    };
+    let mut args = FieldTable::default();
+    for (name, value) in ruststream_rabbitmq::arguments(kind.name(), declaration, major, target) {
+        let value = match value {
+            Arg::Text(s) => AMQPValue::LongString(LongString::from(s.into_bytes())),
+            Arg::Int(n) => AMQPValue::LongLongInt(n),
+        };
+        args.insert(name.into(), value);
     }
     Ok(args)
 }
@@ -203,14 +149,22 @@ pub(crate) fn check(
     info: &QueueInfo,
     declaration: &Declaration,
     declared: Option<QueueType>,
+    queue: &str,
 ) -> Result<(), String> {
+    // An existing queue's arguments cannot be changed (and a policy cannot raise a
+    // delivery limit an argument sets): the queue is made again.
+    let remake = format!(
+        "make the queue again: `rabbitmqctl delete_queue {queue}` (its messages go with it), \
+         then start the service, which declares it as the mount implies"
+    );
     if let Some(kind) = declared
         && kind.name() != info.kind
     {
         return Err(format!(
-            "is a {} queue, declared {}",
+            "is a {} queue, declared {}; fix: declare={} on the mount, or {remake}",
             info.kind,
-            kind.name()
+            kind.name(),
+            info.kind
         ));
     }
     let strict = info.dead_letters_itself() || declared.is_some();
@@ -227,7 +181,9 @@ pub(crate) fn check(
         };
         if !agrees {
             return Err(format!(
-                "has x-delivery-limit {limit}, max_attempts({n}) needs {wanted}"
+                "has x-delivery-limit {limit}, max_attempts({n}) needs {wanted}; fix: \
+                 max_attempts({}) on the mount, or {remake}",
+                limit + 1
             ));
         }
     }
@@ -243,7 +199,12 @@ pub(crate) fn check(
     else {
         return Ok(());
     };
-    let differs = |has: &str| Err(format!("dead-letters to {has}, dead_letter is {dead}"));
+    let differs = |has: &str| {
+        Err(format!(
+            "dead-letters to {has}, dead_letter is {dead}; fix: the dead_letter the queue \
+             dead-letters to on the mount, or {remake}"
+        ))
+    };
     let Some(dlx) = info.dlx.as_deref() else {
         return differs("nowhere (no x-dead-letter-exchange)");
     };
@@ -302,37 +263,25 @@ mod tests {
     }
 
     #[test]
-    fn facts_follow_the_queue() {
-        let classic = QueueInfo {
-            kind: "classic".into(),
-            ..QueueInfo::default()
-        };
-        assert!(!classic.facts().counts && classic.facts().requeues);
-        assert!(quorum(None, None, None).facts().counts);
-        assert!(!quorum(Some(2), None, None).facts().dead_letters);
-        assert!(quorum(Some(2), Some(""), Some("dead")).facts().dead_letters);
-    }
-
-    #[test]
     fn a_queue_dead_lettering_itself_must_match_the_cap_exactly() {
         let q = quorum(Some(2), Some(""), Some("dead"));
-        assert_eq!(check(&q, &declared(3, Some("dead")), None), Ok(()));
-        let e = check(&q, &declared(4, Some("dead")), None).expect_err("off by one");
+        assert_eq!(check(&q, &declared(3, Some("dead")), None, "q"), Ok(()));
+        let e = check(&q, &declared(4, Some("dead")), None, "q").expect_err("off by one");
         assert!(
             e.contains("x-delivery-limit 2, max_attempts(4) needs 3"),
             "{e}"
         );
-        let e = check(&q, &declared(3, Some("other")), None).expect_err("elsewhere");
+        let e = check(&q, &declared(3, Some("other")), None, "q").expect_err("elsewhere");
         assert!(e.contains("dead_letter is other"), "{e}");
-        let e = check(&q, &declared(3, None), Some(QueueType::Classic)).expect_err("type");
+        let e = check(&q, &declared(3, None), Some(QueueType::Classic), "q").expect_err("type");
         assert!(e.contains("is a quorum queue, declared classic"), "{e}");
     }
 
     #[test]
     fn a_larger_limit_is_fine_where_the_runtime_caps() {
         let q = quorum(Some(10), None, None);
-        assert_eq!(check(&q, &declared(3, Some("dead")), None), Ok(()));
-        let e = check(&q, &declared(20, None), None).expect_err("cut short");
+        assert_eq!(check(&q, &declared(3, Some("dead")), None, "q"), Ok(()));
+        let e = check(&q, &declared(20, None), None, "q").expect_err("cut short");
         assert!(e.contains("needs 19"), "{e}");
     }
 
@@ -340,30 +289,41 @@ mod tests {
     fn an_exchange_dead_letter_must_be_named_as_such() {
         let q = quorum(Some(2), Some("dlx"), Some("k"));
         assert_eq!(
-            check(&q, &declared(3, Some("/exchanges/dlx/k")), None),
+            check(&q, &declared(3, Some("/exchanges/dlx/k")), None, "q"),
             Ok(())
         );
-        let e = check(&q, &declared(3, Some("dead")), None).expect_err("binding unknown");
+        let e = check(&q, &declared(3, Some("dead")), None, "q").expect_err("binding unknown");
         assert!(e.contains("/exchanges/dlx/k"), "{e}");
     }
 
     #[test]
     fn declared_arguments() {
-        let args = arguments(QueueType::Quorum, &declared(3, Some("dead"))).expect("ok");
-        let info = QueueInfo::from_arguments(&args);
+        let args = arguments(QueueType::Quorum, &declared(3, Some("dead")), Some(4)).expect("ok");
+        let info = from_arguments(&args);
         assert_eq!(info, quorum(Some(2), Some(""), Some("dead")));
         assert_eq!(
-            check(&info, &declared(3, Some("dead")), Some(QueueType::Quorum)),
+            check(
+                &info,
+                &declared(3, Some("dead")),
+                Some(QueueType::Quorum),
+                "q"
+            ),
             Ok(())
         );
-        let classic = arguments(QueueType::Classic, &Declaration::default()).expect("ok");
-        assert_eq!(QueueInfo::from_arguments(&classic).kind, "classic");
+        let classic = arguments(QueueType::Classic, &Declaration::default(), Some(4)).expect("ok");
+        assert_eq!(from_arguments(&classic).kind, "classic");
         // A declared classic queue gets no dead-letter exchange, and passes the check.
-        let classic = arguments(QueueType::Classic, &declared(3, Some("dead"))).expect("ok");
-        let info = QueueInfo::from_arguments(&classic);
+        let classic =
+            arguments(QueueType::Classic, &declared(3, Some("dead")), Some(4)).expect("ok");
+        let info = from_arguments(&classic);
         assert_eq!(info.dlx, None);
         assert_eq!(
-            check(&info, &declared(3, Some("dead")), Some(QueueType::Classic)),
+            check(
+                &info,
+                &declared(3, Some("dead")),
+                Some(QueueType::Classic),
+                "q"
+            ),
             Ok(())
         );
     }

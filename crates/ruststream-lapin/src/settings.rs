@@ -7,7 +7,13 @@ use crate::options::SubscribeOptions;
 use crate::queue::QueueType;
 
 /// The keys this broker reads.
-pub(crate) const KEYS: &[&str] = &["prefetch", "declare", "counts", "dead_letters"];
+pub(crate) const KEYS: &[&str] = &[
+    "prefetch",
+    "declare",
+    "counts",
+    "dead_letters",
+    "delivery_limit",
+];
 
 /// Query keys of the URL that lapin itself reads (they stay in the URL).
 pub(crate) const CLIENT_KEYS: &[&str] = &[
@@ -47,12 +53,18 @@ fn apply(options: SubscribeOptions, setting: &Setting) -> Result<SubscribeOption
             }
             options.prefetch(prefetch)
         }
-        "declare" => match setting.choice(&["classic", "quorum"])? {
+        "declare" => match setting.choice(&["classic", "quorum", "never"])? {
             "quorum" => options.declare(QueueType::Quorum),
+            "never" => options.never_declare(),
             _ => options.declare(QueueType::Classic),
         },
         "counts" => options.counts(setting.flag()?),
         "dead_letters" => options.dead_letters(setting.flag()?),
+        "delivery_limit" => options.delivery_limit(
+            setting
+                .number()
+                .map_err(|_| setting.invalid("expected a whole number (negative: none)"))?,
+        ),
         _ => return Err(setting.unknown("lapin", KEYS)),
     })
 }
@@ -90,8 +102,9 @@ mod tests {
             (&[("credit", "5")][..], "unknown key for the lapin broker"),
             (&[("prefetch", "0")][..], "at least 1"),
             (&[("prefetch", "70000")][..], "1 to 65535"),
-            (&[("declare", "lazy")][..], "classic, quorum"),
+            (&[("declare", "lazy")][..], "classic, quorum, never"),
             (&[("dead_letters", "perhaps")][..], "true or false"),
+            (&[("delivery_limit", "many")][..], "whole number"),
         ] {
             let error = options(&Options::default(), &url(pairs))
                 .expect_err("refused")

@@ -54,8 +54,17 @@ async fn unreachable_brokers_and_bad_credentials_are_errors() {
 async fn subscribe_refusals(rabbit: Rabbit) {
     let broker = broker(rabbit).await;
     let missing = unique("nothing-here");
-    match broker.subscribe(SubscribeSpec::new(missing.as_str())).await {
-        Err(SubscribeError::BadAddress(why)) => assert!(why.contains(&missing), "{why}"),
+    let mut never = SubscribeSpec::new(missing.as_str());
+    never
+        .options
+        .configure(Setting::new("declare", "never", "url"));
+    match broker.subscribe(never).await {
+        Err(SubscribeError::BadAddress(why)) => {
+            assert!(
+                why.contains(&missing) && why.contains("declare=never"),
+                "{why}"
+            );
+        }
         other => panic!("missing queue: {other:?}"),
     }
     match broker

@@ -82,7 +82,13 @@ impl Harness for Lapin {
     /// queue that dead-letters itself (the runtime publishes no dead letter there).
     fn unpublishable_address(&self) -> Option<Address> {
         match self.kind {
-            Kind::Quorum | Kind::Classic => Some(Address::new(unique("missing"))),
+            // A queue that is missing would be declared at start-up (the mount's dead
+            // letter is), an exchange that is missing refused: a key no queue is bound
+            // to on an exchange that exists is returned unroutable.
+            Kind::Quorum | Kind::Classic => Some(Address::new(format!(
+                "/exchanges/amq.direct/{}",
+                unique("unbound")
+            ))),
             Kind::SelfDl => None,
         }
     }

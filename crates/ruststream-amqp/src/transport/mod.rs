@@ -88,6 +88,8 @@ pub(crate) struct Patched<S> {
     patcher: FramePatcher,
     /// A management link pair whose two links get one name on the wire.
     pair: Option<Box<Pair>>,
+    /// Where the version of the broker's `open` frame goes (until it has come).
+    announced: Option<crate::server::Announced>,
 }
 
 impl<S> Patched<S> {
@@ -103,7 +105,14 @@ impl<S> Patched<S> {
             scratch: vec![0; READ_CHUNK].into_boxed_slice(),
             patcher: FramePatcher::default(),
             pair: None,
+            announced: None,
         }
+    }
+
+    /// Keeps the version the broker announces in its `open` frame in `announced`.
+    pub(crate) fn announced(mut self, announced: crate::server::Announced) -> Self {
+        self.announced = Some(announced);
+        self
     }
 
     /// A stream for a management connection: `pair` is renamed on the wire.
@@ -151,6 +160,12 @@ impl<S> Patched<S> {
                 self.ready = start;
                 self.scanned = start;
                 return;
+            }
+            if let Some(announced) = &self.announced
+                && let Some(version) = crate::server::version_of_open(frame)
+            {
+                let _ = announced.set(version);
+                self.announced = None;
             }
             let part = self.patcher.patch(frame);
             if let Some(pair) = &self.pair {

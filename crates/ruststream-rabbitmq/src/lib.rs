@@ -1,0 +1,14 @@
+//! RabbitMQ's queue rules, written once for ruststream's two RabbitMQ adapters
+//! (`ruststream-lapin` over AMQP 0-9-1, `ruststream-amqp` over AMQP 1.0), as plain data
+//! with no client library: what a queue's type and arguments make a subscription able
+//! to do ([`QueueInfo::facts`]), the `x-delivery-limit` a cap needs
+//! ([`delivery_limit`]), the arguments a mount's declaration gives a new queue
+//! ([`arguments`]), and the delivery limit a quorum queue really enforces on each
+//! RabbitMQ version ([`limit`]). Each adapter reads the queue its own way (refusals of
+//! `queue.declare`, the management node) and writes the arguments in its own encoding.
+
+mod queue;
+
+pub mod limit;
+
+pub use queue::{Arg, QueueFacts, QueueInfo, arguments, delivery_limit};
