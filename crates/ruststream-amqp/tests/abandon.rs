@@ -1,6 +1,7 @@
-//! Deliveries the runtime cannot finish with are given back (`released`) and their
-//! credit comes back: more failed dead-letter copies than the link credit do not stop
-//! the subscription. Default options. Needs RabbitMQ 4 (`scripts/rabbitmq4.sh`).
+//! Dead-letter copies that cannot be published are owed: the runtime holds their
+//! deliveries unsettled (their credit with them) and tries the copies again, without
+//! running the handler again; once the dead letter is reachable every message gets
+//! there, each handled once. Default options. Needs RabbitMQ 4 (`scripts/rabbitmq4.sh`).
 
 mod support;
 
@@ -18,7 +19,7 @@ fn topology(q: &mut Queues) {
 }
 
 #[tokio::test]
-async fn failed_copies_give_their_deliveries_back_and_the_credit_with_them() {
+async fn failed_copies_are_owed_and_every_message_reaches_the_dead_letter_once_handled() {
     let queue = name(topology, "stuck");
     // The dead letter reaches no queue yet: every copy to it fails. (A dead letter that
     // names a missing queue is refused at start-up; one through an exchange is not.)
@@ -56,16 +57,24 @@ async fn failed_copies_give_their_deliveries_back_and_the_credit_with_them() {
             .await
             .expect("publish");
     }
-    // Every delivery of the first window fails its copy and is handed back.
+    // The first window's copies fail: the deliveries are held, with their credit, and
+    // their handlers do not run again.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while calls.load(Ordering::SeqCst) < DEFAULT_CREDIT + 1 {
+    while calls.load(Ordering::SeqCst) < DEFAULT_CREDIT {
         assert!(
             tokio::time::Instant::now() < deadline,
-            "the subscription stopped after {} deliveries (credit held by abandoned ones)",
+            "only {} deliveries within 20 s",
             calls.load(Ordering::SeqCst)
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        DEFAULT_CREDIT,
+        "a held delivery's handler ran again, or more came than the credit"
+    );
+    assert!(!app.readiness().is_ready(), "ready while copies fail");
     // Now the dead letter reaches a queue: every message gets there, none is lost.
     let definitions = format!(
         r#"{{"queues": [{{"name": "{dead}", "vhost": "/", "durable": true,
@@ -93,6 +102,7 @@ async fn failed_copies_give_their_deliveries_back_and_the_credit_with_them() {
         d.settle(Settlement::Accept).await.expect("accept");
     }
     assert_eq!(got.len(), n, "every message reached the dead letter");
+    assert_eq!(calls.load(Ordering::SeqCst) as usize, n, "each handled once");
     app.stop().await.expect("stop");
     drop(dead_sub);
     other.close().await;
