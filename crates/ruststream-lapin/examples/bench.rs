@@ -4,8 +4,6 @@
 //! * `raw`: a raw lapin consumer loop: next delivery, decode, `ack` awaited;
 //! * `raw-trailing`: the same loop with the acks not awaited in line but trailing (up to
 //!   64 under way, as the framework's sequential loop lets them trail);
-//! * `raw-multiple`: the raw loop acking with `basic.ack multiple=true` every 64
-//!   deliveries, awaited (the fastest raw loop);
 //! * `adapter`: this adapter's subscription stream, decoded and settled by hand;
 //! * `framework`: a `ruststream::App` on `LapinBroker` with one mounted `async fn` that
 //!   takes the decoded struct and returns `ack()` (sequential handling, the default);
@@ -173,38 +171,6 @@ async fn raw_trailing(url: &str, queue: &str, n: usize) -> Result<f64, Error> {
     Ok(rate)
 }
 
-/// The raw loop acknowledging with `basic.ack multiple=true` every 64 deliveries (and
-/// the last), the fastest raw loop.
-async fn raw_multiple(url: &str, queue: &str, n: usize) -> Result<f64, Error> {
-    let connection = Connection::connect(url, ConnectionProperties::default()).await?;
-    let channel = connection.create_channel().await?;
-    channel
-        .basic_qos(PREFETCH, BasicQosOptions::default())
-        .await?;
-    let mut consumer = channel
-        .basic_consume(
-            queue.into(),
-            "bench-raw".into(),
-            BasicConsumeOptions::default(),
-            FieldTable::default(),
-        )
-        .await?;
-    let start = Instant::now();
-    for i in 1..=n {
-        let delivery = consumer.next().await.ok_or("consumer ended")??;
-        let order: Order = serde_json::from_slice(&delivery.data)?;
-        order.consume();
-        if i % 64 == 0 || i == n {
-            let options = BasicAckOptions { multiple: true };
-            channel.basic_ack(delivery.delivery_tag, options).await?;
-        }
-    }
-    let rate = n as f64 / start.elapsed().as_secs_f64();
-    settle_pause().await;
-    connection.close(200, "done".into()).await?;
-    Ok(rate)
-}
-
 async fn adapter(url: &str, queue: &str, n: usize) -> Result<f64, Error> {
     let broker = LapinBroker::connect(url).await?;
     let mut spec = SubscribeSpec::new(queue);
@@ -286,10 +252,9 @@ async fn framework(url: &str, queue: &str, n: usize, workers: Option<usize>) -> 
     Ok(n as f64 / finished.duration_since(*started).as_secs_f64())
 }
 
-const VARIANTS: [&str; 6] = [
+const VARIANTS: [&str; 5] = [
     "raw",
     "raw-trailing",
-    "raw-multiple",
     "adapter",
     "framework",
     "framework-workers",
@@ -335,7 +300,6 @@ async fn main() -> Result<(), Error> {
                 let rate = match VARIANTS[v] {
                     "raw" => raw(&url, &queue, n).await?,
                     "raw-trailing" => raw_trailing(&url, &queue, n).await?,
-                    "raw-multiple" => raw_multiple(&url, &queue, n).await?,
                     "adapter" => adapter(&url, &queue, n).await?,
                     "framework" => framework(&url, &queue, n, None).await?,
                     _ => framework(&url, &queue, n, Some(WORKERS)).await?,
@@ -353,20 +317,17 @@ async fn main() -> Result<(), Error> {
         }
         let medians: Vec<f64> = rates.into_iter().map(median).collect();
         println!(
-            "{kind}: medians raw {:.0}, raw-trailing {:.0}, raw-multiple {:.0}, adapter {:.0}, \
-             framework {:.0}, framework-workers({WORKERS}) {:.0} msg/s; framework / raw {:.0} %, \
-             framework / raw-trailing {:.0} %, framework / raw-multiple {:.0} %, \
-             framework-workers / raw-multiple {:.0} %",
+            "{kind}: medians raw {:.0}, raw-trailing {:.0}, adapter {:.0}, framework {:.0}, \
+             framework-workers({WORKERS}) {:.0} msg/s; framework / raw {:.0} %, framework / \
+             raw-trailing {:.0} %, framework-workers / raw-trailing {:.0} %",
             medians[0],
             medians[1],
             medians[2],
             medians[3],
             medians[4],
-            medians[5],
-            100.0 * medians[4] / medians[0],
-            100.0 * medians[4] / medians[1],
-            100.0 * medians[4] / medians[2],
-            100.0 * medians[5] / medians[2]
+            100.0 * medians[3] / medians[0],
+            100.0 * medians[3] / medians[1],
+            100.0 * medians[4] / medians[1]
         );
     }
     Ok(())

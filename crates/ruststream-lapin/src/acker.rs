@@ -6,38 +6,17 @@ use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
 use lapin::Channel;
-use lapin::options::{BasicNackOptions, BasicRejectOptions};
+use lapin::options::{BasicAckOptions, BasicNackOptions, BasicRejectOptions};
 use ruststream_core::{AckError, Acker, Message, Settlement, Settling, Tag};
 
-use crate::ack_batch::AckBatch;
 use crate::delay::Delays;
 use crate::retry::CopyCount;
 
-/// The channel deliveries of `epoch` settle on, and its acks waiting to go together.
+/// The channel deliveries of `epoch` settle on.
 #[derive(Debug)]
 struct Current {
     epoch: u64,
-    batch: Arc<AckBatch>,
-}
-
-impl Current {
-    fn channel(&self) -> &Channel {
-        self.batch.channel()
-    }
-
-    /// A settlement of `tag` by a frame of its own: once written, the acks above it can
-    /// cover it.
-    async fn own_frame(
-        &self,
-        tag: u64,
-        sent: impl Future<Output = lapin::Result<()>>,
-    ) -> Result<(), AckError> {
-        let result = failed(self.channel(), sent.await);
-        if result.is_ok() {
-            self.batch.settled(tag);
-        }
-        result
-    }
+    channel: Channel,
 }
 
 /// How `RequeueAfter` is carried out: a copy to the queue's delay queue.
@@ -78,30 +57,14 @@ impl ChannelAcker {
 
     /// Deliveries of `epoch` settle on `channel` from now on.
     pub(crate) fn attach(&self, epoch: u64, channel: Channel) {
-        self.current.store(Some(Arc::new(Current {
-            epoch,
-            batch: Arc::new(AckBatch::new(channel)),
-        })));
+        self.current
+            .store(Some(Arc::new(Current { epoch, channel })));
     }
 
     /// From now on, abandoning gives nothing back (the subscription is dropped; its
     /// task cancels the consumer, then closes the channel).
     pub(crate) fn hold_back(&self) {
         self.held_back.store(true, Ordering::Release);
-    }
-
-    /// Acks of the current channel wait (see [`AckBatch::hold`]).
-    pub(crate) fn hold_acks(&self) {
-        if let Some(current) = &*self.current.load() {
-            current.batch.hold();
-        }
-    }
-
-    /// Acks of the current channel go out again.
-    pub(crate) fn release_acks(&self) {
-        if let Some(current) = &*self.current.load() {
-            current.batch.release();
-        }
     }
 
     /// The channel is gone.
@@ -128,17 +91,21 @@ impl Acker for ChannelAcker {
             return Settling::done(Err(AckError::Disconnected));
         };
         match settlement {
-            Settlement::Accept | Settlement::Remove => {
-                Settling::pending(current.batch.ack(delivery_tag))
-            }
+            Settlement::Accept | Settlement::Remove => Settling::pending(async move {
+                let sent = current
+                    .channel
+                    .basic_ack(delivery_tag, BasicAckOptions::default())
+                    .await;
+                failed(&current.channel, sent)
+            }),
             Settlement::Reject => Settling::pending(async move {
                 let options = BasicRejectOptions { requeue: false };
-                let sent = current.channel().basic_reject(delivery_tag, options);
-                current.own_frame(delivery_tag, sent).await
+                let sent = current.channel.basic_reject(delivery_tag, options).await;
+                failed(&current.channel, sent)
             }),
             Settlement::Requeue => Settling::pending(async move {
-                let sent = current.channel().basic_nack(delivery_tag, REQUEUE);
-                current.own_frame(delivery_tag, sent).await
+                let sent = current.channel.basic_nack(delivery_tag, REQUEUE).await;
+                failed(&current.channel, sent)
             }),
             Settlement::RequeueAfter(delay) => match &self.delayed {
                 Some(delayed) => Settling::pending(later(
@@ -176,8 +143,7 @@ impl Acker for ChannelAcker {
             return;
         };
         runtime.spawn(async move {
-            let sent = current.channel().basic_nack(delivery_tag, REQUEUE);
-            if let Err(e) = current.own_frame(delivery_tag, sent).await {
+            if let Err(e) = current.channel.basic_nack(delivery_tag, REQUEUE).await {
                 tracing::debug!(delivery_tag, error = %e, "lapin: abandoning failed; the channel returns it");
             }
         });
@@ -190,7 +156,7 @@ const REQUEUE: BasicNackOptions = BasicNackOptions {
 };
 
 /// A settlement's frame was written, or why not.
-pub(crate) fn failed(channel: &Channel, sent: lapin::Result<()>) -> Result<(), AckError> {
+fn failed(channel: &Channel, sent: lapin::Result<()>) -> Result<(), AckError> {
     sent.map_err(|e| {
         if channel.status().connected() {
             AckError::Refused(e.to_string())
@@ -213,7 +179,13 @@ async fn later(
 ) -> Result<(), AckError> {
     let copy = delayed.count.copy_of(message);
     match delayed.delays.park(&delayed.queue, delay, copy).await {
-        Ok(()) => current.batch.ack(delivery_tag).await,
+        Ok(()) => {
+            let sent = current
+                .channel
+                .basic_ack(delivery_tag, BasicAckOptions::default())
+                .await;
+            failed(&current.channel, sent)
+        }
         Err(why) => {
             tracing::warn!(queue = %delayed.queue, error = %why,
                 "lapin: cannot park the delayed copy; holding the delivery for the delay instead");
@@ -222,8 +194,7 @@ async fn later(
                 tokio::select! {
                     () = closing.closing() => {}
                     () = tokio::time::sleep(delay) => {
-                        let sent = current.channel().basic_nack(delivery_tag, REQUEUE);
-                        let _ = current.own_frame(delivery_tag, sent).await;
+                        let _ = current.channel.basic_nack(delivery_tag, REQUEUE).await;
                     }
                 }
             });

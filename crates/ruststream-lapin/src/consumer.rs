@@ -109,7 +109,7 @@ async fn open(connector: &Connector, spec: &ConsumeSpec) -> Result<(Channel, Con
 pub(crate) type Sender = mpsc::Sender<Result<Delivery, ConsumeError>>;
 
 /// How consuming on one channel ended.
-pub(crate) enum End {
+enum End {
     /// The broker is closing.
     Closing,
     /// The subscription was dropped.
@@ -248,9 +248,7 @@ async fn consume(
                 return End::Dropped;
             }
             () = &mut requested => {
-                // No ack gives RabbitMQ credit until the consumer is cancelled.
-                acker.hold_acks();
-                return crate::drain::drained(spec, epoch, channel, consumer, tx, acker, &mut closing).await;
+                return drained(spec, epoch, channel, consumer, tx, &acker_dyn, &mut closing).await;
             }
             item = consumer.next() => match item {
                 Some(Ok(d)) => {
@@ -276,7 +274,45 @@ async fn cancel(channel: &Channel, consumer: &Consumer) {
     .await;
 }
 
-pub(crate) fn delivery(
+/// The drain: `basic.cancel`, then every delivery received before cancel-ok is sent on
+/// (lapin ends the consumer's stream after them).
+async fn drained(
+    spec: &ConsumeSpec,
+    epoch: u64,
+    channel: &Channel,
+    mut consumer: Consumer,
+    tx: &Sender,
+    acker: &Arc<dyn ruststream_core::Acker>,
+    closing: &mut std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
+) -> End {
+    tracing::debug!(queue = %spec.queue, "lapin: draining: cancelling the consumer");
+    if let Err(e) = channel
+        .basic_cancel(consumer.tag(), Default::default())
+        .await
+    {
+        // The channel is gone: the broker has put back what it held.
+        tracing::debug!(queue = %spec.queue, error = %e, "lapin: draining: cancel failed");
+    }
+    let mut sent = 0_usize;
+    loop {
+        tokio::select! {
+            () = &mut *closing => return End::Closing,
+            item = consumer.next() => match item {
+                Some(Ok(d)) => {
+                    if tx.send(Ok(delivery(spec, epoch, d, acker))).await.is_err() {
+                        return End::Dropped;
+                    }
+                    sent += 1;
+                }
+                Some(Err(_)) | None => break,
+            }
+        }
+    }
+    tracing::debug!(queue = %spec.queue, buffered = sent, "lapin: drained");
+    End::Drained
+}
+
+fn delivery(
     spec: &ConsumeSpec,
     epoch: u64,
     d: lapin::message::Delivery,

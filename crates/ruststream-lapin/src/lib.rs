@@ -61,9 +61,6 @@
 //! A copy due while RabbitMQ stops or crashes stays in its delay queue until `QUEUE`
 //! confirmed it (at-least-once dead-lettering), so a restart loses none.
 //!
-//! Acks are coalesced: those that arrive while an ack is being written go out together,
-//! as one `basic.ack multiple=true` over the run of tags just above the settled ones
-//! (never over a delivery still in hand) and plain acks above a gap.
 //! AMQP 0-9-1 does not answer acks: a settlement is done (its `Settling` completes)
 //! once its frame is written to the connection. A settlement of a delivery whose channel
 //! is gone is `AckError::Disconnected`: the broker has already put the delivery back.
@@ -200,7 +197,6 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
-mod ack_batch;
 mod acker;
 mod address;
 mod connection;
@@ -208,7 +204,6 @@ mod consumer;
 mod deaths;
 mod declare;
 mod delay;
-mod drain;
 mod error;
 mod inspect;
 mod message;
