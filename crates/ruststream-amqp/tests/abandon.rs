@@ -102,7 +102,11 @@ async fn failed_copies_are_owed_and_every_message_reaches_the_dead_letter_once_h
         d.settle(Settlement::Accept).await.expect("accept");
     }
     assert_eq!(got.len(), n, "every message reached the dead letter");
-    assert_eq!(calls.load(Ordering::SeqCst) as usize, n, "each handled once");
+    assert_eq!(
+        calls.load(Ordering::SeqCst) as usize,
+        n,
+        "each handled once"
+    );
     app.stop().await.expect("stop");
     drop(dead_sub);
     other.close().await;

@@ -21,9 +21,13 @@ pub(crate) enum Form {
     RedisClaiming,
     /// A Redis reliable list.
     RedisList,
-    /// A RabbitMQ 4 quorum queue that dead-letters itself (AMQP 1.0).
+    /// A RabbitMQ 4 quorum queue made by the operator (`x-queue-type` only), over AMQP
+    /// 1.0, the mount's default options.
     AmqpQuorum,
-    /// A RabbitMQ 4 classic queue (AMQP 1.0).
+    /// A RabbitMQ 4 quorum queue that dead-letters itself, made by the mount's
+    /// `declare(Quorum)` (AMQP 1.0).
+    AmqpDeclared,
+    /// A RabbitMQ 4 classic queue made by the operator, over AMQP 1.0, default options.
     AmqpClassic,
     /// A RabbitMQ 4 quorum queue made by the operator (`x-queue-type` only: no delivery
     /// limit, no dead-letter exchange), over AMQP 0-9-1 (lapin), the mount's default
@@ -32,7 +36,8 @@ pub(crate) enum Form {
     /// A RabbitMQ 4 quorum queue that dead-letters itself, made by the mount's
     /// `declare(Quorum)`, over AMQP 0-9-1 (lapin).
     LapinDeclared,
-    /// A RabbitMQ 4 classic queue, over AMQP 0-9-1 (lapin).
+    /// A RabbitMQ 4 classic queue made by the operator, over AMQP 0-9-1 (lapin), the
+    /// mount's default options.
     LapinClassic,
     /// A NATS JetStream durable pull consumer (the stream made from the mount).
     Nats,
@@ -83,13 +88,14 @@ impl Server {
 pub(crate) const CLAIMING_MIN_IDLE: Duration = Duration::from_secs(2);
 
 impl Form {
-    pub(crate) const ALL: [Form; 11] = [
+    pub(crate) const ALL: [Form; 12] = [
         Form::Memory,
         Form::RedisStream,
         Form::RedisZset,
         Form::RedisClaiming,
         Form::RedisList,
         Form::AmqpQuorum,
+        Form::AmqpDeclared,
         Form::AmqpClassic,
         Form::LapinQuorum,
         Form::LapinDeclared,
@@ -105,6 +111,7 @@ impl Form {
             Form::RedisClaiming => "redis-claiming",
             Form::RedisList => "redis-list",
             Form::AmqpQuorum => "amqp-quorum",
+            Form::AmqpDeclared => "amqp-declared",
             Form::AmqpClassic => "amqp-classic",
             Form::LapinQuorum => "lapin-quorum",
             Form::LapinDeclared => "lapin-declared",
@@ -121,15 +128,24 @@ impl Form {
             Form::RedisZset => "Redis stream + `DelayedRetry::DurableZset`",
             Form::RedisClaiming => "Redis `Claiming` (min_idle 2 s)",
             Form::RedisList => "Redis `ReliableList`",
-            Form::AmqpQuorum => "RabbitMQ 4 quorum queue (AMQP 1.0, dead-letters itself)",
-            Form::AmqpClassic => "RabbitMQ 4 classic queue (AMQP 1.0)",
+            Form::AmqpQuorum => {
+                "RabbitMQ 4 quorum queue made by the operator (AMQP 1.0, default options)"
+            }
+            Form::AmqpDeclared => {
+                "RabbitMQ 4 quorum queue, `declare(Quorum)` (AMQP 1.0, dead-letters itself)"
+            }
+            Form::AmqpClassic => {
+                "RabbitMQ 4 classic queue made by the operator (AMQP 1.0, default options)"
+            }
             Form::LapinQuorum => {
                 "RabbitMQ 4 quorum queue made by the operator (AMQP 0-9-1, lapin, default options)"
             }
             Form::LapinDeclared => {
                 "RabbitMQ 4 quorum queue, `declare(Quorum)` (AMQP 0-9-1, lapin, dead-letters itself)"
             }
-            Form::LapinClassic => "RabbitMQ 4 classic queue (AMQP 0-9-1, lapin)",
+            Form::LapinClassic => {
+                "RabbitMQ 4 classic queue made by the operator (AMQP 0-9-1, lapin, default options)"
+            }
             Form::Nats => "NATS JetStream (durable pull consumer, `-NAK` with delay)",
         }
     }
@@ -141,7 +157,7 @@ impl Form {
             Form::RedisStream | Form::RedisZset | Form::RedisClaiming | Form::RedisList => {
                 Server::Redis
             }
-            Form::AmqpQuorum | Form::AmqpClassic => Server::Amqp,
+            Form::AmqpQuorum | Form::AmqpDeclared | Form::AmqpClassic => Server::Amqp,
             Form::LapinQuorum | Form::LapinDeclared | Form::LapinClassic => Server::Lapin,
             Form::Nats => Server::Nats,
         }
@@ -153,7 +169,7 @@ impl Form {
     /// dead-letter exchange rejects the original of each `retry_after` copy into it), not
     /// a spent message. JetStream does not dead-letter: the runtime does.
     pub(crate) fn broker_dead_letters(self) -> bool {
-        matches!(self, Form::AmqpQuorum | Form::LapinDeclared)
+        matches!(self, Form::AmqpDeclared | Form::LapinDeclared)
     }
 
     /// Whether `retry_after(50ms)` is a copy held in the consumer's process (lost if the
@@ -167,12 +183,13 @@ impl Form {
     pub(crate) fn delays_in_process(self) -> bool {
         matches!(
             self,
-            Form::RedisStream | Form::RedisList | Form::AmqpClassic
+            Form::RedisStream | Form::RedisList | Form::AmqpQuorum | Form::AmqpClassic
         )
     }
 
-    /// The consumer's mount options for this form: the form's defaults, plus the
-    /// queue declaration AMQP needs where the operator did not make the queue.
+    /// The consumer's mount options for this form: the form's defaults (the operator
+    /// made the queue), or the option a form is named after (`*-declared`, the Redis
+    /// forms).
     pub(crate) fn configure(self, mount: Mount) -> Mount {
         match self {
             Form::Memory => mount,
@@ -180,15 +197,13 @@ impl Form {
             Form::RedisZset => mount.option(Stream::new().delayed_retry(DelayedRetry::DurableZset)),
             Form::RedisClaiming => mount.option(Claiming::new(CLAIMING_MIN_IDLE)),
             Form::RedisList => mount.option(ReliableList::new()),
-            Form::AmqpQuorum => mount.option(SubscribeOptions::new().declare(QueueType::Quorum)),
-            Form::AmqpClassic => mount.option(SubscribeOptions::new().declare(QueueType::Classic)),
+            Form::AmqpQuorum | Form::AmqpClassic => mount,
+            Form::AmqpDeclared => mount.option(SubscribeOptions::new().declare(QueueType::Quorum)),
             Form::LapinQuorum => mount,
             Form::LapinDeclared => {
                 mount.option(LapinOptions::new().declare(LapinQueueType::Quorum))
             }
-            Form::LapinClassic => {
-                mount.option(LapinOptions::new().declare(LapinQueueType::Classic))
-            }
+            Form::LapinClassic => mount,
             Form::Nats => mount,
         }
     }
@@ -219,5 +234,9 @@ impl FromStr for Form {
 /// Whether the operator makes the form's queue before the consumers start (the harness
 /// does, with `x-queue-type` alone).
 pub(crate) fn operator_made(form: Form) -> Option<&'static str> {
-    (form == Form::LapinQuorum).then_some("quorum")
+    match form {
+        Form::LapinQuorum | Form::AmqpQuorum => Some("quorum"),
+        Form::LapinClassic | Form::AmqpClassic => Some("classic"),
+        _ => None,
+    }
 }

@@ -11,8 +11,8 @@
 //! ```
 //!
 //! Forms: memory, redis-stream, redis-zset, redis-claiming, redis-list, amqp-quorum,
-//! amqp-classic, lapin-quorum (operator-made, default options), lapin-declared,
-//! lapin-classic, nats. Faults: none, kill, redis-kill,
+//! amqp-classic, lapin-quorum, lapin-classic (operator-made queues, default options),
+//! amqp-declared, lapin-declared (the mount's declare(Quorum)), nats. Faults: none, kill, redis-kill,
 //! rabbit-restart, nats-restart, reset, black-hole.
 
 mod args;
