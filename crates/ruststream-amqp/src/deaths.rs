@@ -12,11 +12,7 @@
 use fe2o3_amqp_types::messaging::MessageAnnotations;
 use fe2o3_amqp_types::messaging::annotations::OwnedKey;
 use fe2o3_amqp_types::primitives::Value;
-use ruststream_core::{DEAD_LETTER_AT, DEAD_LETTER_FROM, DEAD_LETTER_REASON, Message};
-
-/// How many times RabbitMQ dead-lettered the message from that queue for that reason
-/// (`x-opt-deaths`' `count`).
-pub(crate) const DEAD_LETTER_COUNT: &str = "x-ruststream-dead-letter-count";
+use ruststream_core::Message;
 
 /// What RabbitMQ says about the last time it dead-lettered a message.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -104,24 +100,17 @@ fn map(entry: &Value) -> Option<Value> {
 /// the runtime's headers from RabbitMQ's annotations; one the runtime published (it has
 /// `x-ruststream-dead-letter-from`) and any other message stay as they are.
 pub(crate) fn described(mut message: Message, annotations: Option<&MessageAnnotations>) -> Message {
-    if message.headers.get_str(DEAD_LETTER_FROM).is_some() {
+    if ruststream_rabbitmq::is_runtime_dead_letter(&message) {
         return message;
     }
-    let Some(death) = annotations.and_then(death) else {
-        return message;
-    };
-    let headers = &mut message.headers;
-    if let Some(queue) = death.queue {
-        headers.insert(DEAD_LETTER_FROM, queue);
-    }
-    if let Some(reason) = death.reason {
-        headers.insert(DEAD_LETTER_REASON, reason);
-    }
-    if let Some(count) = death.count {
-        headers.insert(DEAD_LETTER_COUNT, count.to_string());
-    }
-    if let Some(time) = death.time {
-        headers.insert(DEAD_LETTER_AT, time.to_string());
+    if let Some(death) = annotations.and_then(death) {
+        ruststream_rabbitmq::Death {
+            queue: death.queue,
+            reason: death.reason,
+            count: death.count,
+            at_ms: death.time.and_then(|t| u64::try_from(t).ok()),
+        }
+        .describe(&mut message);
     }
     message
 }
@@ -130,6 +119,8 @@ pub(crate) fn described(mut message: Message, annotations: Option<&MessageAnnota
 mod tests {
     use super::*;
     use fe2o3_amqp_types::primitives::{Array, Binary, OrderedMap, Symbol, Timestamp};
+    use ruststream_core::{DEAD_LETTER_AT, DEAD_LETTER_FROM, DEAD_LETTER_REASON};
+    use ruststream_rabbitmq::DEAD_LETTER_COUNT;
 
     #[test]
     fn rabbitmq_4s_annotations_read_as_the_runtimes_headers() {

@@ -11,11 +11,7 @@
 //! clean, as one of the runtime's dead letters does.
 
 use lapin::types::{AMQPValue, FieldTable};
-use ruststream_core::{DEAD_LETTER_AT, DEAD_LETTER_FROM, DEAD_LETTER_REASON, Message};
-
-/// How many times RabbitMQ dead-lettered the message from that queue for that reason
-/// (`x-death`'s `count`).
-pub(crate) const DEAD_LETTER_COUNT: &str = "x-ruststream-dead-letter-count";
+use ruststream_core::Message;
 
 /// RabbitMQ's dead-lettering headers, left out once read.
 const RABBITMQ_HEADERS: &[&str] = &[
@@ -76,7 +72,7 @@ pub(crate) fn death(table: &FieldTable) -> Option<Death> {
 /// loses RabbitMQ's; one the runtime published (it has `x-ruststream-dead-letter-from`)
 /// and any other message stay as they are.
 pub(crate) fn described(mut message: Message, table: Option<&FieldTable>) -> Message {
-    if message.headers.get_str(DEAD_LETTER_FROM).is_some() {
+    if ruststream_rabbitmq::is_runtime_dead_letter(&message) {
         return message;
     }
     let Some(death) = table.and_then(death) else {
@@ -85,19 +81,13 @@ pub(crate) fn described(mut message: Message, table: Option<&FieldTable>) -> Mes
     for name in RABBITMQ_HEADERS {
         message.headers.remove(name);
     }
-    let headers = &mut message.headers;
-    if let Some(queue) = death.queue {
-        headers.insert(DEAD_LETTER_FROM, queue);
+    ruststream_rabbitmq::Death {
+        queue: death.queue,
+        reason: death.reason,
+        count: death.count.and_then(|c| u64::try_from(c).ok()),
+        at_ms: death.time.map(|t| t.saturating_mul(1000)),
     }
-    if let Some(reason) = death.reason {
-        headers.insert(DEAD_LETTER_REASON, reason);
-    }
-    if let Some(count) = death.count {
-        headers.insert(DEAD_LETTER_COUNT, count.to_string());
-    }
-    if let Some(time) = death.time {
-        headers.insert(DEAD_LETTER_AT, time.saturating_mul(1000).to_string());
-    }
+    .describe(&mut message);
     message
 }
 
@@ -105,6 +95,8 @@ pub(crate) fn described(mut message: Message, table: Option<&FieldTable>) -> Mes
 mod tests {
     use super::*;
     use lapin::types::{FieldArray, LongString};
+    use ruststream_core::{DEAD_LETTER_AT, DEAD_LETTER_FROM, DEAD_LETTER_REASON};
+    use ruststream_rabbitmq::DEAD_LETTER_COUNT;
 
     fn text(s: &str) -> AMQPValue {
         AMQPValue::LongString(LongString::from(s.as_bytes().to_vec()))

@@ -7,8 +7,10 @@
 //! RabbitMQ version ([`limit`]). Each adapter reads the queue its own way (refusals of
 //! `queue.declare`, the management node) and writes the arguments in its own encoding.
 
+mod death;
 mod queue;
 
 pub mod limit;
 
+pub use death::{DEAD_LETTER_COUNT, Death, is_runtime_dead_letter};
 pub use queue::{Arg, QueueFacts, QueueInfo, arguments, delivery_limit};
