@@ -107,15 +107,10 @@ pub(super) fn execute(
                 // once it is out, handed back if a stop gives up on it.
                 let kind = error.kind.clone();
                 let address = error.address.clone();
-                let copy = DelayedCopy {
-                    subscription: subscription.clone(),
-                    to,
-                    message: Message::default(),
-                    sents,
-                };
                 let after = runtime.clone();
                 runtime.deferred.owe_copy(
-                    copy,
+                    (subscription.clone(), to),
+                    sents,
                     error,
                     runtime.publish.clone(),
                     move |published| async move {

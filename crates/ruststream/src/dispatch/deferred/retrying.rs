@@ -40,7 +40,8 @@ impl Deferred {
     /// copy is out; `then(false)` hands it back, once a stop's grace period is over.
     pub(crate) fn owe_copy<F, Fut>(
         self: &Arc<Self>,
-        copy: DelayedCopy,
+        (subscription, to): (Address, Address),
+        sents: crate::layer::Sents,
         failed: ruststream_core::PublishError,
         publish: Arc<dyn Publish>,
         then: F,
@@ -48,12 +49,6 @@ impl Deferred {
         F: FnOnce(bool) -> Fut + Send + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        let DelayedCopy {
-            subscription,
-            to,
-            message: _,
-            sents,
-        } = copy;
         let what = if failed
             .message
             .headers
