@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! ruststream-soak run --form FORM --fault FAULT --n N --rate R --dir DIR [--hole-secs S]
-//!                     [--rare K] [--drain-secs S] [--consumers C]
+//!                     [--rare K] [--drain-secs S] [--consumers C] [--budget-secs S]
 //! ruststream-soak consume --url URL --form FORM --address A --dir DIR [--dead]
 //! ruststream-soak produce --url URL --form FORM --address A --dir DIR --n N --rate R
 //! ruststream-soak summary --dir DIR [--commit C]
@@ -24,6 +24,7 @@ mod jetstream;
 mod net;
 mod operator;
 mod pending;
+mod phase;
 mod produce;
 mod proxy;
 mod record;
@@ -114,6 +115,10 @@ async fn dispatch(command: &str, args: &Args) -> Result<ExitCode, BoxError> {
                 rare_faults: args.get_or("rare", 1)?,
                 drain: Duration::from_secs(args.get_or("drain-secs", 90)?),
                 consumers: args.get_or("consumers", 2)?,
+                budget: match args.get_or("budget-secs", 0)? {
+                    0 => None,
+                    secs => Some(Duration::from_secs(secs)),
+                },
                 dir: PathBuf::from(args.string("dir")?),
             };
             let report = scenario::run(plan).await?;

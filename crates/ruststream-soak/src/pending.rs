@@ -8,9 +8,18 @@ use std::process::{Command, Stdio};
 use crate::consume::dead_letter_of;
 use crate::form::Form;
 
+/// A broker tool's command, killed if it has not answered within a minute (a tool that
+/// waits on a node that is gone must not hold up the scenario for ever: the drain's
+/// deadline is checked between its calls).
+pub(crate) fn bounded(program: &str) -> Command {
+    let mut command = Command::new("timeout");
+    command.args(["--kill-after=5", "60", program]);
+    command
+}
+
 /// Runs `redis-cli -u URL ARGS…` and returns its output.
 pub(crate) fn redis_cli(url: &str, args: &[&str]) -> io::Result<String> {
-    let out = Command::new("redis-cli")
+    let out = bounded("redis-cli")
         .args(["-u", url])
         .args(args)
         .stderr(Stdio::null())
@@ -81,7 +90,7 @@ pub(crate) fn redis_clean(url: &str, address: &str) -> io::Result<()> {
 
 /// `scripts/rabbitmq4.sh ctl ARGS…` (from the repository's root).
 pub(crate) fn rabbit_ctl(args: &[&str]) -> io::Result<String> {
-    let out = Command::new("scripts/rabbitmq4.sh")
+    let out = bounded("scripts/rabbitmq4.sh")
         .arg("ctl")
         .args(args)
         .stderr(Stdio::null())

@@ -98,8 +98,10 @@ pub(crate) async fn rabbit(direct: &str) -> Result<u64, BoxError> {
             return Ok(back.unwrap_or_else(now_ms));
         }
     };
-    let restart = Command::new("scripts/rabbitmq4.sh")
-        .arg("restart")
+    // Bounded: a node that does not come back fails the scenario, it does not hold it.
+    let restart = Command::new("timeout")
+        .args(["--kill-after=10", "300", "scripts/rabbitmq4.sh", "restart"])
+        .kill_on_drop(true)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status();
@@ -109,7 +111,7 @@ pub(crate) async fn rabbit(direct: &str) -> Result<u64, BoxError> {
     let (status, back) = tokio::join!(restart, back_up(host_port(direct).to_owned()));
     drop(held);
     if !status?.success() {
-        return Err("scripts/rabbitmq4.sh restart failed".into());
+        return Err("scripts/rabbitmq4.sh restart failed or took over 300 s".into());
     }
     Ok(back.unwrap_or_else(now_ms))
 }

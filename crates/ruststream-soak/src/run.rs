@@ -17,7 +17,7 @@ use crate::record::now_ms;
 use crate::scenario::{Plan, Report, report};
 use crate::server::{Kind, OwnServer};
 use crate::tally::Logs;
-use crate::{jetstream, pending, restart};
+use crate::{jetstream, pending, phase, restart};
 
 /// A run on a real broker: processes, the fault's machinery, and what happened.
 pub(crate) struct Run<'a> {
@@ -152,9 +152,11 @@ impl<'a> Run<'a> {
     }
 
     pub(crate) async fn go(mut self) -> Result<Report, BoxError> {
+        phase::set("declaring the queue as an operator would");
         if let Some(kind) = crate::form::operator_made(self.plan.form) {
             crate::operator::declare(&self.direct, self.address, kind).await?;
         }
+        phase::set("starting the consumers");
         let mut dead = self.spawn_consumer(true)?;
         self.ready(&mut dead, "dead").await?;
         self.dead = Some(dead);
@@ -170,9 +172,12 @@ impl<'a> Run<'a> {
             &["--n", &n, "--rate", &rate],
         )?;
         let t0 = Instant::now();
+        phase::set("publishing and injecting the fault");
         let (published, failures) = self.faults(&mut producer).await?;
         let produced = t0.elapsed();
+        phase::set("draining");
         let drained = self.drain(published).await?;
+        phase::set("counting what is left on the server");
         let pending = self.pending().await?;
         if !drained {
             eprintln!(
@@ -181,6 +186,7 @@ impl<'a> Run<'a> {
             );
         }
         let settled = t0.elapsed();
+        phase::set("stopping the consumers");
         self.stop().await;
         eprintln!(
             "soak: {}: produced and faults done {:.1} s, settled {:.1} s, stopped {:.1} s",
@@ -201,6 +207,7 @@ impl<'a> Run<'a> {
             self.plan.form.delays_in_process(),
         );
         if out.tally.lost_other == 0 && pending == 0 {
+            phase::set("cleaning up");
             self.clean().await;
         } else {
             eprintln!(
@@ -295,7 +302,9 @@ impl<'a> Run<'a> {
                 self.fault_ends.push(now_ms());
             }
             Fault::RabbitRestart => {
+                phase::set("restarting RabbitMQ");
                 let back = restart::rabbit(&self.direct).await?;
+                phase::set("publishing and injecting the fault");
                 self.fault_ends.push(back);
             }
             Fault::Reset => {

@@ -13,6 +13,7 @@ use crate::BoxError;
 use crate::consume::{Soak, dead_service, quiet_planned_panics, service};
 use crate::fault::Fault;
 use crate::form::Form;
+use crate::phase;
 use crate::record::{EventLog, now_ms};
 use crate::run::Run;
 use crate::tally::{Logs, Tally};
@@ -32,6 +33,8 @@ pub(crate) struct Plan {
     pub(crate) drain: Duration,
     /// The service's consumer processes.
     pub(crate) consumers: usize,
+    /// How long the whole scenario may take (else [`budget`]'s default).
+    pub(crate) budget: Option<Duration>,
     /// Where the run's logs go (a directory of its own is made in it).
     pub(crate) dir: PathBuf,
 }
@@ -83,14 +86,64 @@ pub(crate) async fn run(mut plan: Plan) -> Result<Report, BoxError> {
     let dir = plan.dir.join(&name);
     std::fs::create_dir_all(&dir)?;
     let started = Instant::now();
-    let mut report = if plan.form == Form::Memory {
-        memory(&plan, &address, &dir).await?
-    } else {
-        Run::new(&plan, &address, &dir).await?.go().await?
+    let budget = budget(&plan);
+    let scenario = async {
+        if plan.form == Form::Memory {
+            memory(&plan, &address, &dir).await
+        } else {
+            Run::new(&plan, &address, &dir).await?.go().await
+        }
+    };
+    // Past its budget the scenario fails, saying what it was doing; its processes (the
+    // consumers, the producer, a server of its own) are killed as they are dropped.
+    let mut report = match tokio::time::timeout(budget, scenario).await {
+        Ok(report) => report?,
+        Err(_) => {
+            return Err(format!(
+                "{address}: over its {} s while {}; its logs are in {}{}",
+                budget.as_secs(),
+                phase::now(),
+                dir.display(),
+                tails(&dir)
+            )
+            .into());
+        }
     };
     report.seconds = started.elapsed().as_secs();
     std::fs::write(dir.join("report.json"), serde_json::to_vec_pretty(&report)?)?;
     Ok(report)
+}
+
+/// How long a scenario may take in all, unless the plan says: twice its publishing time, its drain, and ten
+/// minutes for the rest (starting, the faults, a RabbitMQ restart, stopping).
+fn budget(plan: &Plan) -> Duration {
+    if let Some(budget) = plan.budget {
+        return budget;
+    }
+    let publishing = Duration::from_secs(plan.n / plan.rate.max(1));
+    publishing * 2 + plan.drain + Duration::from_secs(600)
+}
+
+/// The last lines of each process's output in `dir` (`produce.out`, `consume.out`), for
+/// the message of a scenario that ran out of time.
+fn tails(dir: &Path) -> String {
+    let mut out = String::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.extension().is_some_and(|e| e == "out") {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            out.push_str(&format!("\n  the end of {}:", path.display()));
+            for line in &lines[lines.len().saturating_sub(8)..] {
+                out.push_str("\n    ");
+                out.push_str(line);
+            }
+        }
+    }
+    out
 }
 
 /// An empty report of `plan`.
