@@ -86,6 +86,12 @@ pub trait Handler<M>: Clone + Send + Sync + 'static {
     fn payload_type() -> Option<(TypeId, &'static str)> {
         None
     }
+
+    /// The Rust type of the handler's reply, if it returns a [`Reply<T>`](crate::Reply)
+    /// (or a `Result` of one): what the AsyncAPI document checks a reply schema against.
+    fn reply_type() -> Option<(TypeId, &'static str)> {
+        None
+    }
 }
 
 pin_project_lite::pin_project! {
@@ -138,6 +144,10 @@ macro_rules! handler {
                 $($arg::check(app)?;)*
                 Ok(())
             }
+
+            fn reply_type() -> Option<(TypeId, &'static str)> {
+                <Fut::Output as IntoOutcome>::reply_type()
+            }
         }
 
         #[allow(non_snake_case, unused_variables)]
@@ -165,6 +175,10 @@ macro_rules! handler {
 
             fn payload_type() -> Option<(TypeId, &'static str)> {
                 Some((TypeId::of::<P>(), std::any::type_name::<P>()))
+            }
+
+            fn reply_type() -> Option<(TypeId, &'static str)> {
+                <Fut::Output as IntoOutcome>::reply_type()
             }
         }
     };

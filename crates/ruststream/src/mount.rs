@@ -79,6 +79,9 @@ pub struct Mount {
     pub(crate) layers: crate::layer::Layers,
     #[cfg(feature = "asyncapi")]
     pub(crate) payload: Option<crate::asyncapi::PayloadSchema>,
+    /// The reply's schema, declared with [`Mount::reply`].
+    #[cfg(feature = "asyncapi")]
+    pub(crate) reply: Option<crate::asyncapi::PayloadSchema>,
     /// Set at start: the subscription accepted the graceful stop's drain, so its loops
     /// handle what its stream still yields after a stop (see `ruststream_core::Drain`).
     pub(crate) drains: bool,
@@ -102,6 +105,8 @@ impl Mount {
             layers: crate::layer::Layers::default(),
             #[cfg(feature = "asyncapi")]
             payload: None,
+            #[cfg(feature = "asyncapi")]
+            reply: None,
             drains: false,
         }
     }
@@ -263,6 +268,28 @@ impl Mount {
     #[cfg(feature = "asyncapi")]
     pub fn payload<T: schemars::JsonSchema + 'static>(mut self) -> Self {
         self.payload = Some(crate::asyncapi::PayloadSchema::of::<T>());
+        self
+    }
+
+    /// Documents the handler's reply as `T` (feature `asyncapi`): the receive operation
+    /// of the service's AsyncAPI document gets a reply with `T`'s JSON schema, sent to
+    /// the request's `reply-to` (or to [`reply_to`](Self::reply_to)'s address). `T`
+    /// must be what the handler replies with (`Reply<T>`);
+    /// [`App::asyncapi`](crate::App::asyncapi) refuses a mount whose handler replies
+    /// with another type or not at all.
+    ///
+    /// ```
+    /// use ruststream::Mount;
+    ///
+    /// #[derive(serde::Serialize, schemars::JsonSchema)]
+    /// struct Price { cents: u64 }
+    ///
+    /// let mount = Mount::new("prices").reply::<Price>();
+    /// # let _ = mount;
+    /// ```
+    #[cfg(feature = "asyncapi")]
+    pub fn reply<T: schemars::JsonSchema + 'static>(mut self) -> Self {
+        self.reply = Some(crate::asyncapi::PayloadSchema::of::<T>());
         self
     }
 

@@ -143,6 +143,16 @@ impl fmt::Debug for Outcome {
 pub trait IntoOutcome {
     /// The outcome.
     fn into_outcome(self) -> Outcome;
+
+    /// The Rust type of the reply this outcome carries ([`Reply<T>`](crate::Reply)
+    /// says `T`), if any: what the service's AsyncAPI document checks a reply schema
+    /// declared with `Mount::reply` against.
+    fn reply_type() -> Option<(std::any::TypeId, &'static str)>
+    where
+        Self: Sized,
+    {
+        None
+    }
 }
 
 impl IntoOutcome for Outcome {
@@ -158,6 +168,10 @@ impl IntoOutcome for () {
 }
 
 impl<T: IntoOutcome, E: fmt::Display> IntoOutcome for Result<T, E> {
+    fn reply_type() -> Option<(std::any::TypeId, &'static str)> {
+        T::reply_type()
+    }
+
     fn into_outcome(self) -> Outcome {
         match self {
             Ok(value) => value.into_outcome(),
@@ -170,6 +184,10 @@ impl<T: IntoOutcome, E: fmt::Display> IntoOutcome for Result<T, E> {
 }
 
 impl<T: IntoOutcome> IntoOutcome for Result<T, Outcome> {
+    fn reply_type() -> Option<(std::any::TypeId, &'static str)> {
+        T::reply_type()
+    }
+
     fn into_outcome(self) -> Outcome {
         match self {
             Ok(value) => value.into_outcome(),

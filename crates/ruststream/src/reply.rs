@@ -49,6 +49,10 @@ impl<T> Reply<T> {
 }
 
 impl<T: Serialize + Send + 'static> IntoOutcome for Reply<T> {
+    fn reply_type() -> Option<(std::any::TypeId, &'static str)> {
+        Some((std::any::TypeId::of::<T>(), std::any::type_name::<T>()))
+    }
+
     fn into_outcome(self) -> Outcome {
         let value = self.value;
         let mut outcome = self.outcome;

@@ -103,6 +103,10 @@ pub(crate) trait Endpoint: Send + Sync {
     #[cfg_attr(not(feature = "asyncapi"), allow(dead_code))]
     fn payload_type(&self) -> Option<(std::any::TypeId, &'static str)>;
 
+    /// The handler's reply type, if it returns a `Reply<T>`.
+    #[cfg_attr(not(feature = "asyncapi"), allow(dead_code))]
+    fn reply_type(&self) -> Option<(std::any::TypeId, &'static str)>;
+
     /// The loops that handle the subscription's deliveries, to be spawned.
     fn serve(
         self: Box<Self>,
@@ -124,6 +128,10 @@ impl<H: Handler<M>, M: 'static> Endpoint for Route<H, M> {
 
     fn payload_type(&self) -> Option<(std::any::TypeId, &'static str)> {
         H::payload_type()
+    }
+
+    fn reply_type(&self) -> Option<(std::any::TypeId, &'static str)> {
+        H::reply_type()
     }
 
     fn serve(

@@ -66,6 +66,18 @@ async fn price(quote: Quote) -> Reply<u64> {
     Reply::new(quote.sku.len() as u64)
 }
 
+/// A price, as replied.
+#[derive(Serialize, JsonSchema)]
+struct Price {
+    cents: u64,
+}
+
+async fn stock(quote: Quote) -> Result<Reply<Price>, std::io::Error> {
+    Ok(Reply::new(Price {
+        cents: quote.sku.len() as u64,
+    }))
+}
+
 async fn tick(headers: Headers) {
     let _ = headers.len();
 }
@@ -91,6 +103,7 @@ fn service(app: App) -> App {
         .mount(
             Mount::new("/queues/prices")
                 .payload::<Quote>()
+                .reply::<u64>()
                 .reply_to("prices.replies")
                 .allow_reply_to(|to| to.starts_with("prices."))
                 .lanes_by_header(4, "tenant")
@@ -102,6 +115,11 @@ fn service(app: App) -> App {
                 .retry_to("ticks.retry")
                 .dead_letter("ticks.dead"),
             tick,
+        )
+        // Replies to the request's reply-to only, a `Result` of a reply, documented.
+        .mount(
+            Mount::new("stock").payload::<Quote>().reply::<Price>(),
+            stock,
         )
         // A payload not documented: the message names its type, with no schema.
         .mount(Mount::new("audit"), audit)
@@ -181,12 +199,13 @@ fn every_feature_is_described() {
 
     // One channel per address: subscriptions, retry address, dead letters, replies,
     // publish targets; an address used twice is one channel with both roles.
-    let mut addresses: Vec<&str> = document["channels"]
-        .as_object()
-        .expect("channels")
+    // The replies of `stock` go where each request says: a channel with a null address.
+    let channels = document["channels"].as_object().expect("channels");
+    let mut addresses: Vec<&str> = channels
         .values()
-        .map(|c| c["address"].as_str().expect("address"))
+        .filter_map(|c| c["address"].as_str())
         .collect();
+    assert_eq!(channels.len(), addresses.len() + 1);
     addresses.sort_unstable();
     assert_eq!(
         addresses,
@@ -197,6 +216,7 @@ fn every_feature_is_described() {
             "orders.dead",
             "orders.events",
             "prices.replies",
+            "stock",
             "ticks.*",
             "ticks.dead",
             "ticks.retry",
@@ -286,6 +306,35 @@ fn every_feature_is_described() {
         resolve(&document, &reply["channel"])["address"],
         "prices.replies"
     );
+    // The receive operation's reply: to the request's reply-to, else the default, with
+    // the schema of what the handler replies with.
+    assert_eq!(
+        prices["reply"]["address"]["location"],
+        "$message.header#/reply-to"
+    );
+    assert_eq!(
+        resolve(&document, &prices["reply"]["channel"])["address"],
+        "prices.replies"
+    );
+    let replied = resolve(
+        &document,
+        resolve(&document, &prices["reply"]["messages"][0]),
+    );
+    assert_eq!(replied["x-ruststream-payload-type"], "u64");
+    assert_eq!(replied["payload"]["type"], "integer");
+    // A handler that replies only where the request says: a channel without an address.
+    let stock = operation(&document, "receive.stock");
+    let stock_replies = resolve(&document, &stock["reply"]["channel"]);
+    assert_eq!(stock_replies["address"], Value::Null);
+    let stock_reply = resolve(
+        &document,
+        resolve(&document, &stock["reply"]["messages"][0]),
+    );
+    assert_eq!(
+        stock_reply["payload"],
+        json!({"$ref": "#/components/schemas/Price"})
+    );
+    assert!(stock.get("x-ruststream-reply").is_none());
     let (ticks_id, _) = channel_of(&document, "ticks.*");
     let ticks_retry = operation(&document, &format!("retry.{ticks_id}"));
     assert_eq!(
@@ -407,6 +456,51 @@ fn a_payload_documented_as_another_type_is_refused() {
     let app = App::new(MemoryBroker::new()).mount(Mount::new("ticks").payload::<Quote>(), tick);
     let error = app.asyncapi(&info()).expect_err("refused").to_string();
     assert!(error.contains("the handler takes no payload"), "{error}");
+}
+
+#[test]
+fn a_reply_documented_as_another_type_or_without_a_reply_is_refused() {
+    let app = App::new(MemoryBroker::new()).mount(Mount::new("prices").reply::<Price>(), price);
+    match app.asyncapi(&info()) {
+        Err(AsyncApiError::Reply {
+            address,
+            documented,
+            handled,
+        }) => {
+            assert_eq!(address, "prices");
+            assert!(documented.ends_with("Price"), "{documented}");
+            assert_eq!(handled, "u64");
+        }
+        other => panic!("not refused: {other:?}"),
+    }
+    let app = App::new(MemoryBroker::new()).mount(Mount::new("ticks").reply::<Price>(), tick);
+    let error = app.asyncapi(&info()).expect_err("refused").to_string();
+    assert!(
+        error.contains("the handler replies with no reply"),
+        "{error}"
+    );
+}
+
+#[test]
+fn an_undocumented_reply_names_its_type_and_how_to_document_it() {
+    let app = App::new(MemoryBroker::new()).mount("prices", price);
+    let document = app.asyncapi(&info()).expect("document");
+    let receive = operation(&document, "receive.prices");
+    let replied = resolve(
+        &document,
+        resolve(&document, &receive["reply"]["messages"][0]),
+    );
+    assert!(replied.get("payload").is_none());
+    assert_eq!(replied["x-ruststream-payload-type"], "u64");
+    assert!(
+        receive["x-ruststream-reply"]
+            .as_str()
+            .is_some_and(|d| d.contains("Mount::reply"))
+    );
+    // A handler that does not reply has no reply.
+    let app = App::new(MemoryBroker::new()).mount("ticks", tick);
+    let document = app.asyncapi(&info()).expect("document");
+    assert!(operation(&document, "receive.ticks").get("reply").is_none());
 }
 
 #[test]

@@ -14,7 +14,7 @@ use crate::{App, PublishTarget};
 pub(super) fn document(app: &App, info: &AsyncApiInfo) -> Result<Value, AsyncApiError> {
     let mut builder = Builder::new(app);
     for (mount, endpoint) in &app.router.routes {
-        builder.mount(mount, endpoint.payload_type())?;
+        builder.mount(mount, endpoint.payload_type(), endpoint.reply_type())?;
     }
     for target in &app.targets {
         builder.target(target);
@@ -75,6 +75,7 @@ impl<'a> Builder<'a> {
         &mut self,
         mount: &Mount,
         handled: Option<(TypeId, &'static str)>,
+        replied: Option<(TypeId, &'static str)>,
     ) -> Result<(), AsyncApiError> {
         let address = mount.address.as_str();
         let payload = match (&mount.payload, handled) {
@@ -84,6 +85,17 @@ impl<'a> Builder<'a> {
                     address: address.to_owned(),
                     documented: documented.name,
                     handled: handled.map_or("no payload", |(_, name)| name),
+                });
+            }
+            (None, _) => None,
+        };
+        let reply = match (&mount.reply, replied) {
+            (Some(documented), Some((id, _))) if documented.id == id => Some(*documented),
+            (Some(documented), replied) => {
+                return Err(AsyncApiError::Reply {
+                    address: address.to_owned(),
+                    documented: documented.name,
+                    handled: replied.map_or("no reply", |(_, name)| name),
                 });
             }
             (None, _) => None,
@@ -117,7 +129,7 @@ impl<'a> Builder<'a> {
                 "The payload's schema is not documented: declare it with `Mount::payload::<T>()`."
             );
         }
-        self.operation(&format!("receive.{channel}"), receive);
+        let receive_id = self.operation(&format!("receive.{channel}"), receive);
 
         // Retry copies: the delivery as it arrived, its retry count one higher.
         let retry_address = mount.retry_address().as_str();
@@ -166,28 +178,54 @@ impl<'a> Builder<'a> {
             );
         }
 
-        if let Some(reply_to) = &mount.reply_to {
-            let reply_channel = self.channel(reply_to.as_str(), "reply");
-            let reply = self.message(
+        if replied.is_some() || mount.reply_to.is_some() {
+            let reply_channel = match &mount.reply_to {
+                Some(reply_to) => self.channel(reply_to.as_str(), "reply"),
+                None => self.dynamic_channel(&format!("{channel}.replies"), "reply"),
+            };
+            let reply_message = self.message(
                 &format!("{channel}.reply"),
                 Message {
                     summary: format!("A reply to a request on {address}."),
-                    payload: None,
-                    payload_type: None,
+                    payload: reply.as_ref(),
+                    payload_type: replied.map(|(_, name)| name),
                     content_type,
                     headers: headers::message(),
                 },
             );
-            let reply_ref = self.attach(&reply_channel, &reply);
-            self.operation(
-                &format!("reply.{channel}"),
-                json!({
-                    "action": "send",
+            let reply_ref = self.attach(&reply_channel, &reply_message);
+            if let Some(receive) = self.operations.get_mut(&receive_id) {
+                receive["reply"] = json!({
+                    "address": {
+                        "location": format!("$message.header#/{}", ruststream_core::REPLY_TO),
+                        "description": match &mount.reply_to {
+                            Some(to) => format!("The request's reply-to header, else {}.", to.as_str()),
+                            None => "The request's reply-to header.".to_owned(),
+                        },
+                    },
                     "channel": channel_ref(&reply_channel),
-                    "messages": [reply_ref],
-                    "summary": format!("Replies to requests on {address} that carry no reply-to."),
-                }),
-            );
+                    "messages": [reply_ref.clone()],
+                });
+                if reply.is_none() && replied.is_some() {
+                    receive["x-ruststream-reply"] = json!(
+                        "The reply's schema is not documented: declare it with `Mount::reply::<T>()`."
+                    );
+                }
+            }
+            if let Some(reply_to) = &mount.reply_to {
+                self.operation(
+                    &format!("reply.{channel}"),
+                    json!({
+                        "action": "send",
+                        "channel": channel_ref(&reply_channel),
+                        "messages": [reply_ref],
+                        "summary": format!(
+                            "Replies to requests on {address} that carry no reply-to, sent to {}.",
+                            reply_to.as_str()
+                        ),
+                    }),
+                );
+            }
         }
         Ok(())
     }
@@ -245,6 +283,22 @@ impl<'a> Builder<'a> {
         id
     }
 
+    /// The id of a channel whose address each message names at run time (a request's
+    /// reply-to): its `address` is null, as AsyncAPI has it for such channels.
+    fn dynamic_channel(&mut self, name: &str, role: &str) -> String {
+        let id = unique(&self.channels, &identifier(name));
+        self.channels.insert(
+            id.clone(),
+            json!({
+                "address": null,
+                "description": "The address each request names in its reply-to header.",
+                "messages": {},
+                "x-ruststream-roles": [role],
+            }),
+        );
+        id
+    }
+
     /// Adds a message to the components under a name made from `name`; its id.
     fn message(&mut self, name: &str, message: Message<'_>) -> String {
         let id = unique(&self.messages, &identifier(name));
@@ -276,9 +330,11 @@ impl<'a> Builder<'a> {
         json!({ "$ref": format!("#/channels/{channel}/messages/{id}") })
     }
 
-    fn operation(&mut self, name: &str, operation: Value) {
+    /// Adds an operation under a name made from `name`; its id.
+    fn operation(&mut self, name: &str, operation: Value) -> String {
         let id = unique(&self.operations, &identifier(name));
-        self.operations.insert(id, operation);
+        self.operations.insert(id.clone(), operation);
+        id
     }
 
     /// The broker, the mount's adapter options and the form's facts where the adapter

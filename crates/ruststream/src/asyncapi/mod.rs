@@ -103,6 +103,18 @@ pub enum AsyncApiError {
         /// The handler's payload type (`no payload` for a handler without one).
         handled: &'static str,
     },
+    /// A mount documents another reply type than its handler replies with.
+    #[error(
+        "mount {address}: reply documented as {documented}, the handler replies with {handled}"
+    )]
+    Reply {
+        /// The mount's address.
+        address: String,
+        /// The type given to `Mount::reply`.
+        documented: &'static str,
+        /// The handler's reply type (`no reply` for a handler that returns no `Reply<T>`).
+        handled: &'static str,
+    },
     /// The server URL cannot be described.
     #[error("server url {url}: {reason}")]
     Server {
