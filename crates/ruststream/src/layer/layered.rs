@@ -86,6 +86,8 @@ impl<F: Future<Output = Outcome>> Future for LayeredFuture<F> {
     }
 }
 
+// Not offered as a fix in the error of a function that is no handler.
+#[diagnostic::do_not_recommend]
 impl<H: Handler<M>, M: 'static> Handler<M> for Layered<H> {
     type Future = LayeredFuture<H::Future>;
 
@@ -118,5 +120,9 @@ impl<H: Handler<M>, M: 'static> Handler<M> for Layered<H> {
 
     fn payload_type() -> Option<(std::any::TypeId, &'static str)> {
         H::payload_type()
+    }
+
+    fn reply_type() -> Option<(std::any::TypeId, &'static str)> {
+        H::reply_type()
     }
 }
