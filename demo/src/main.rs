@@ -263,7 +263,7 @@ mod tests {
         let app = service(App::new(MemoryBroker::new()), &setup);
         let info = AsyncApiInfo {
             version: env!("CARGO_PKG_VERSION").into(),
-            server: Some("memory://".into()),
+            server: Some(ruststream::server("memory://").expect("memory")),
             ..AsyncApiInfo::default()
         };
         let document = app.asyncapi(&info).expect("document");

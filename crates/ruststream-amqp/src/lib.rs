@@ -194,6 +194,7 @@
 mod acker;
 mod address;
 mod connection;
+mod connector;
 mod credit;
 mod deaths;
 mod error;
@@ -228,6 +229,7 @@ use ruststream_core::{
 };
 
 pub use address::amqp_address;
+pub use connector::AmqpConnector;
 pub use error::ConnectError;
 pub use options::{ConnectOptions, DEFAULT_CREDIT, Settle, SubscribeOptions};
 pub use publisher::AmqpPublisher;

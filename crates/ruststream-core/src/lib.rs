@@ -10,6 +10,7 @@
 mod attached;
 mod broker;
 mod capabilities;
+mod connector;
 mod decision;
 mod delivery;
 mod drain;
@@ -17,6 +18,7 @@ mod error;
 mod headers;
 mod inspect;
 mod message;
+mod replay;
 mod settings;
 mod settlement;
 
@@ -37,6 +39,7 @@ pub use broker::{
     SubscribeSpec, Subscription,
 };
 pub use capabilities::Capabilities;
+pub use connector::{ConnectFailure, Connector, Scheme, Server, redact};
 pub use decision::{Copy, Facts, Original, Plan, Verdict, decide};
 pub use delivery::Delivery;
 pub use drain::{Drain, Requested};
@@ -48,5 +51,6 @@ pub use headers::{
 };
 pub use inspect::{Inspect, InspectError, Waiting, Wanted, content_id};
 pub use message::{Address, Message};
+pub use replay::{replay_destination, replayed};
 pub use settings::{Setting, split_query};
 pub use settlement::{Acker, Settlement, Settling, Tag};

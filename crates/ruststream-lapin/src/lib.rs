@@ -200,6 +200,7 @@
 mod acker;
 mod address;
 mod connection;
+mod connector;
 mod consumer;
 mod deaths;
 mod declare;
@@ -225,6 +226,7 @@ use ruststream_core::{
     SubscribeSpec, Subscription, split_query,
 };
 
+pub use connector::LapinConnector;
 pub use delay::MAX_DELAY;
 pub use error::ConnectError;
 pub use options::{ConnectOptions, MAX_PREFETCH, SubscribeOptions};

@@ -9,7 +9,7 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use ruststream::cli::replayed;
+use ruststream::core::replayed;
 use ruststream_core::{
     Address, Broker, DEAD_LETTER_AT, DEAD_LETTER_FROM, DEAD_LETTER_REASON, Message, Settlement,
     SubscribeSpec, Waiting,

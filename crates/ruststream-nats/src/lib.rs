@@ -52,6 +52,7 @@
 
 mod acker;
 mod broker;
+mod connector;
 mod core;
 mod dead;
 mod error;
@@ -71,6 +72,7 @@ mod settings;
 mod url;
 
 pub use broker::{NatsBroker, default_url};
+pub use connector::NatsConnector;
 pub use error::ConnectError;
 pub use headers::MSG_ID;
 pub use options::{Core, JetStream};

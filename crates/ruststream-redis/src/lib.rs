@@ -252,6 +252,7 @@ mod acker;
 mod batch;
 mod broker;
 mod client;
+mod connector;
 mod delayed;
 mod entry;
 mod error;
@@ -275,6 +276,7 @@ mod url;
 pub mod __fuzz;
 
 pub use broker::{RedisBroker, Settings};
+pub use connector::RedisConnector;
 pub use entry::STREAM_FIELDS;
 pub use error::ConnectError;
 /// The rustls the client uses (feature `tls`), for

@@ -1,21 +1,24 @@
 //! Opening a broker from a URL, so that one service runs on any broker without a rebuild.
+//!
+//! Each adapter's [`Connector`] owns its schemes and URL forms; this crate only lists
+//! the connectors its features build in, and names the feature a scheme needs when its
+//! adapter is left out.
 
 use std::sync::Arc;
 
-use ruststream_core::Broker;
+use ruststream_core::{Broker, Connector, Server, redact};
 
-/// Why [`connect`] did not open a broker.
+/// Why [`connect`] (or [`server`]) did not open or describe a broker.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConnectError {
     /// The URL's scheme is not one of a broker.
-    #[error(
-        "unknown broker url scheme {scheme:?}: use memory://, redis://, rediss://, redis-cluster://, \
-         rediss-cluster://, amqp://, amqps://, amqp091://, nats:// or tls://"
-    )]
+    #[error("unknown broker url scheme {scheme:?}: use {known}")]
     UnknownScheme {
         /// The scheme found (empty where the URL has none).
         scheme: String,
+        /// The schemes ruststream knows, as `memory://, redis://, …`.
+        known: String,
     },
     /// The scheme's adapter is not built in: enable the named feature of `ruststream`.
     #[error("{scheme}:// needs the `{feature}` feature of ruststream{hint}")]
@@ -27,7 +30,8 @@ pub enum ConnectError {
         /// What else may be meant (empty, or starting with `; `).
         hint: &'static str,
     },
-    /// The adapter could not connect (the URL is shown without its password).
+    /// The adapter could not connect, or cannot describe the URL (shown without its
+    /// password).
     #[error("{url}: {reason}")]
     Broker {
         /// The URL, its password replaced by `***`.
@@ -37,16 +41,117 @@ pub enum ConnectError {
     },
 }
 
-/// Opens the broker a URL names: `memory://` (the in-memory broker, feature `memory`),
-/// `redis://`, `rediss://`, `redis-cluster://`, `rediss-cluster://` (feature `redis`;
-/// TLS needs `redis-tls`), `amqp://`, `amqps://` (AMQP 1.0, feature `amqp`; TLS needs
-/// `amqp-tls`), `amqp091://`, `amqps091://` (RabbitMQ over AMQP 0-9-1, feature `lapin`;
-/// TLS needs `lapin-tls`; the adapter gets the URL as `amqp://` or `amqps://`), `nats://`, `tls://`, `nats+tls://` (NATS, feature
-/// `nats`; `nats+tls://` is given to the adapter as `tls://`).
+/// The feature of this crate that builds in each scheme's adapter: what a scheme needs
+/// when its connector is not in [`connectors`]. (The connectors themselves say which
+/// schemes they open; this table only names features.)
+const FEATURES: &[(&str, &str)] = &[
+    ("memory", "memory"),
+    ("redis", "redis"),
+    ("redis-cluster", "redis"),
+    ("rediss", "redis-tls"),
+    ("rediss-cluster", "redis-tls"),
+    ("amqp", "amqp"),
+    ("amqps", "amqp-tls"),
+    ("amqp091", "lapin"),
+    ("amqps091", "lapin-tls"),
+    ("nats", "nats"),
+    ("tls", "nats"),
+    ("nats+tls", "nats"),
+];
+
+/// The connectors this build has, one per adapter its features turn on.
+///
+/// ```
+/// let names: Vec<&str> = ruststream::connectors().iter().map(|c| c.name()).collect();
+/// assert!(names.contains(&"memory"));
+/// ```
+pub fn connectors() -> &'static [&'static dyn Connector] {
+    CONNECTORS
+}
+
+const CONNECTORS: &[&dyn Connector] = &[
+    #[cfg(feature = "memory")]
+    &ruststream_runtime::memory::MemoryConnector,
+    #[cfg(feature = "redis")]
+    &ruststream_redis::RedisConnector,
+    #[cfg(feature = "amqp")]
+    &ruststream_amqp::AmqpConnector,
+    #[cfg(feature = "lapin")]
+    &ruststream_lapin::LapinConnector,
+    #[cfg(feature = "nats")]
+    &ruststream_nats::NatsConnector,
+];
+
+/// The connector that opens `url`, or why there is none in this build.
+pub(crate) fn connector_of(url: &str) -> Result<&'static dyn Connector, ConnectError> {
+    let scheme = url
+        .split_once("://")
+        .map_or("", |(scheme, _)| scheme)
+        .to_ascii_lowercase();
+    for &connector in connectors() {
+        if let Some(found) = connector.schemes().iter().find(|s| s.name == scheme) {
+            if found.tls && !connector.tls() {
+                return Err(missing(&scheme));
+            }
+            return Ok(connector);
+        }
+    }
+    if FEATURES.iter().any(|(known, _)| *known == scheme) {
+        return Err(missing(&scheme));
+    }
+    Err(ConnectError::UnknownScheme {
+        scheme,
+        known: FEATURES
+            .iter()
+            .map(|(scheme, _)| format!("{scheme}://"))
+            .collect::<Vec<_>>()
+            .join(", "),
+    })
+}
+
+fn missing(scheme: &str) -> ConnectError {
+    let feature = FEATURES
+        .iter()
+        .find(|(known, _)| *known == scheme)
+        .map_or("", |(_, feature)| feature);
+    // `amqp://` is AMQP 1.0 whatever is built in: point a RabbitMQ 0-9-1 user to its own.
+    let hint = if scheme == "amqp" && cfg!(feature = "lapin") {
+        "; for RabbitMQ over AMQP 0-9-1 (the `lapin` feature) write amqp091://"
+    } else {
+        ""
+    };
+    ConnectError::MissingFeature {
+        scheme: scheme.to_owned(),
+        feature,
+        hint,
+    }
+}
+
+/// The schemes [`connect`] opens in this build, as `redis://`, for help texts.
+#[cfg_attr(not(feature = "cli"), allow(dead_code))]
+pub(crate) fn schemes() -> Vec<String> {
+    connectors()
+        .iter()
+        .flat_map(|c| {
+            c.schemes()
+                .iter()
+                .filter(|s| !s.tls || c.tls())
+                .map(|s| format!("{}://", s.name))
+        })
+        .collect()
+}
+
+/// Opens the broker a URL names, with the adapter whose [`Connector`] answers its
+/// scheme: `memory://` (the in-memory broker, feature `memory`), `redis://`,
+/// `rediss://`, `redis-cluster://`, `rediss-cluster://` (feature `redis`; TLS needs
+/// `redis-tls`), `amqp://`, `amqps://` (AMQP 1.0, feature `amqp`; TLS needs `amqp-tls`),
+/// `amqp091://`, `amqps091://` (RabbitMQ over AMQP 0-9-1, feature `lapin`; TLS needs
+/// `lapin-tls`), `nats://`, `tls://`, `nats+tls://` (NATS, feature `nats`).
 ///
 /// `amqp://` stays AMQP 1.0 whatever features are on, so that enabling one never changes
-/// what a URL opens; AMQP 0-9-1 has schemes of its own. The URL's query is the adapter's settings, as each
-/// adapter reads them (the memory broker reads none: a query key is an error).
+/// what a URL opens; AMQP 0-9-1 has schemes of its own. The URL's query is the adapter's
+/// settings, as each adapter reads them (the memory broker reads none: a query key is an
+/// error).
 ///
 /// The broker comes back type-erased, as [`App::with_broker`](crate::App::with_broker)
 /// takes it; a service that uses one adapter only can still call that adapter's own
@@ -62,222 +167,37 @@ pub enum ConnectError {
 /// # }
 /// ```
 pub async fn connect(url: &str) -> Result<Arc<dyn Broker>, ConnectError> {
-    let scheme = url
-        .split_once("://")
-        .map_or("", |(scheme, _)| scheme)
-        .to_ascii_lowercase();
-    tracing::info!(url = %redact(url), "connecting to the broker");
-    match scheme.as_str() {
-        "memory" => memory(url, &scheme),
-        "redis" | "rediss" | "redis-cluster" | "rediss-cluster" => redis(url, &scheme).await,
-        "amqp" | "amqps" => amqp(url, &scheme).await,
-        "amqp091" | "amqps091" => lapin(url, &scheme).await,
-        "nats" | "tls" | "nats+tls" => nats(url, &scheme).await,
-        _ => Err(ConnectError::UnknownScheme { scheme }),
-    }
+    let connector = connector_of(url)?;
+    tracing::info!(url = %redact(url), broker = connector.name(), "connecting to the broker");
+    connector
+        .connect(url)
+        .await
+        .map_err(|error| failed(url, &error))
 }
 
-#[cfg(feature = "memory")]
-fn memory(url: &str, _: &str) -> Result<Arc<dyn Broker>, ConnectError> {
-    // It reads no settings: a query is meant for another broker.
-    let (_, settings) = ruststream_core::split_query(url, |_| false);
-    if let Some(setting) = settings.first() {
-        return Err(failed(url, &setting.unknown("memory", &[])));
-    }
-    Ok(Arc::new(crate::memory::MemoryBroker::new()))
+/// The server a URL names as a description of the service gives it (the AsyncAPI
+/// document's `servers.broker`), by its adapter; no connection is made.
+///
+/// ```
+/// let server = ruststream::server("memory://").unwrap();
+/// assert_eq!(server.protocol, "memory");
+/// ```
+pub fn server(url: &str) -> Result<Server, ConnectError> {
+    connector_of(url)?
+        .server(url)
+        .map_err(|reason| failed(url, &reason))
 }
 
-#[cfg(not(feature = "memory"))]
-fn memory(_: &str, scheme: &str) -> Result<Arc<dyn Broker>, ConnectError> {
-    Err(missing(scheme, "memory"))
-}
-
-/// The schemes [`connect`] opens in this build (those whose feature is on), for help
-/// texts.
-#[cfg_attr(not(feature = "cli"), allow(dead_code))]
-pub(crate) fn schemes() -> Vec<&'static str> {
-    let mut all = Vec::new();
-    if cfg!(feature = "memory") {
-        all.push("memory://");
-    }
-    if cfg!(feature = "redis") {
-        all.extend(["redis://", "redis-cluster://"]);
-    }
-    if cfg!(feature = "redis-tls") {
-        all.extend(["rediss://", "rediss-cluster://"]);
-    }
-    if cfg!(feature = "amqp") {
-        all.push("amqp://");
-    }
-    if cfg!(feature = "amqp-tls") {
-        all.push("amqps://");
-    }
-    if cfg!(feature = "lapin") {
-        all.push("amqp091://");
-    }
-    if cfg!(feature = "lapin-tls") {
-        all.push("amqps091://");
-    }
-    if cfg!(feature = "nats") {
-        all.extend(["nats://", "tls://", "nats+tls://"]);
-    }
-    all
-}
-
-#[cfg(feature = "redis")]
-async fn redis(url: &str, scheme: &str) -> Result<Arc<dyn Broker>, ConnectError> {
-    if scheme.starts_with("rediss") && !cfg!(feature = "redis-tls") {
-        return Err(missing(scheme, "redis-tls"));
-    }
-    match ruststream_redis::RedisBroker::connect(url).await {
-        Ok(broker) => Ok(Arc::new(broker)),
-        Err(error) => Err(failed(url, &error)),
-    }
-}
-
-#[cfg(not(feature = "redis"))]
-async fn redis(_: &str, scheme: &str) -> Result<Arc<dyn Broker>, ConnectError> {
-    Err(missing(
-        scheme,
-        if scheme.starts_with("rediss") {
-            "redis-tls"
-        } else {
-            "redis"
-        },
-    ))
-}
-
-#[cfg(feature = "amqp")]
-async fn amqp(url: &str, scheme: &str) -> Result<Arc<dyn Broker>, ConnectError> {
-    if scheme == "amqps" && !cfg!(feature = "amqp-tls") {
-        return Err(missing(scheme, "amqp-tls"));
-    }
-    match ruststream_amqp::AmqpBroker::connect(url).await {
-        Ok(broker) => Ok(Arc::new(broker)),
-        Err(error) => Err(failed(url, &error)),
-    }
-}
-
-#[cfg(not(feature = "amqp"))]
-async fn amqp(_: &str, scheme: &str) -> Result<Arc<dyn Broker>, ConnectError> {
-    let mut error = missing(
-        scheme,
-        if scheme == "amqps" {
-            "amqp-tls"
-        } else {
-            "amqp"
-        },
-    );
-    if cfg!(feature = "lapin")
-        && let ConnectError::MissingFeature { hint, .. } = &mut error
-    {
-        *hint = "; for RabbitMQ over AMQP 0-9-1 (the `lapin` feature) write amqp091://";
-    }
-    Err(error)
-}
-
-#[cfg(feature = "lapin")]
-async fn lapin(url: &str, scheme: &str) -> Result<Arc<dyn Broker>, ConnectError> {
-    let tls = scheme == "amqps091";
-    if tls && !cfg!(feature = "lapin-tls") {
-        return Err(missing(scheme, "lapin-tls"));
-    }
-    // `amqp091://` and `amqps091://` are ruststream's names; lapin reads `amqp(s)://`.
-    let rest = url.split_once("://").map_or("", |(_, rest)| rest);
-    let lapin_scheme = if tls { "amqps" } else { "amqp" };
-    match ruststream_lapin::LapinBroker::connect(&format!("{lapin_scheme}://{rest}")).await {
-        Ok(broker) => Ok(Arc::new(broker)),
-        Err(error) => Err(failed(url, &error)),
-    }
-}
-
-#[cfg(not(feature = "lapin"))]
-async fn lapin(_: &str, scheme: &str) -> Result<Arc<dyn Broker>, ConnectError> {
-    Err(missing(
-        scheme,
-        if scheme == "amqps091" {
-            "lapin-tls"
-        } else {
-            "lapin"
-        },
-    ))
-}
-
-#[cfg(feature = "nats")]
-async fn nats(url: &str, scheme: &str) -> Result<Arc<dyn Broker>, ConnectError> {
-    // The query is the NATS broker's settings: it reads them (an unknown key is an error).
-    // `nats+tls://` is ruststream's other name for the client's `tls://`.
-    let servers = if scheme == "nats+tls" {
-        url.split(',')
-            .map(|one| match one.trim().split_once("://") {
-                Some((s, rest)) if s.eq_ignore_ascii_case("nats+tls") => format!("tls://{rest}"),
-                _ => one.to_owned(),
-            })
-            .collect::<Vec<_>>()
-            .join(",")
-    } else {
-        url.to_owned()
-    };
-    match ruststream_nats::NatsBroker::connect(&servers).await {
-        Ok(broker) => Ok(Arc::new(broker)),
-        Err(error) => Err(failed(url, &error)),
-    }
-}
-
-#[cfg(not(feature = "nats"))]
-async fn nats(_: &str, scheme: &str) -> Result<Arc<dyn Broker>, ConnectError> {
-    Err(missing(scheme, "nats"))
-}
-
-#[allow(dead_code)] // not with every feature
-fn missing(scheme: &str, feature: &'static str) -> ConnectError {
-    ConnectError::MissingFeature {
-        scheme: scheme.to_owned(),
-        feature,
-        hint: "",
-    }
-}
-
-#[allow(dead_code)] // not with every feature
 fn failed(url: &str, error: &dyn std::fmt::Display) -> ConnectError {
-    let url = redact(url);
-    let reason = error.to_string();
-    ConnectError::Broker { url, reason }
-}
-
-/// `url` with the password of its user information, if any, replaced by `***`.
-pub fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(authority_end);
-    match authority.rsplit_once('@') {
-        Some((user_info, host)) => match user_info.split_once(':') {
-            Some((user, _password)) => format!("{scheme}://{user}:***@{host}{tail}"),
-            None if !user_info.is_empty() => format!("{scheme}://***@{host}{tail}"),
-            None => url.to_owned(),
-        },
-        None => url.to_owned(),
+    ConnectError::Broker {
+        url: redact(url),
+        reason: error.to_string(),
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{ConnectError, connect, redact};
-
-    #[test]
-    fn passwords_are_redacted() {
-        assert_eq!(
-            redact("amqp://guest:secret@h:5672/v"),
-            "amqp://guest:***@h:5672/v"
-        );
-        assert_eq!(redact("redis://:secret@h:6379"), "redis://:***@h:6379");
-        assert_eq!(redact("rediss://token@h"), "rediss://***@h");
-        assert_eq!(redact("redis://h:6379/0?x=a@b"), "redis://h:6379/0?x=a@b");
-        assert_eq!(redact("memory://"), "memory://");
-        assert_eq!(redact("no scheme"), "no scheme");
-    }
+    use super::{ConnectError, FEATURES, connect, connectors};
 
     #[tokio::test]
     async fn unknown_schemes_are_named() {
@@ -294,7 +214,7 @@ mod tests {
                     assert!(text.contains(scheme), "{text}");
                 }
                 assert!(
-                    matches!(error, ConnectError::UnknownScheme { scheme } if scheme == "kafka")
+                    matches!(error, ConnectError::UnknownScheme { scheme, .. } if scheme == "kafka")
                 );
             }
             Err(other) => panic!("{other}"),
@@ -304,6 +224,24 @@ mod tests {
             connect("h:9092").await,
             Err(ConnectError::UnknownScheme { .. })
         ));
+    }
+
+    /// Every scheme a connector of this build opens has its feature named here, and the
+    /// connectors answer no scheme twice.
+    #[test]
+    fn every_connector_scheme_has_its_feature() {
+        let mut seen = Vec::new();
+        for &connector in connectors() {
+            for scheme in connector.schemes() {
+                assert!(
+                    FEATURES.iter().any(|(known, _)| *known == scheme.name),
+                    "{} has no feature in FEATURES",
+                    scheme.name
+                );
+                assert!(!seen.contains(&scheme.name), "{} twice", scheme.name);
+                seen.push(scheme.name);
+            }
+        }
     }
 
     #[cfg(feature = "memory")]
@@ -353,11 +291,13 @@ mod tests {
     #[test]
     fn the_schemes_are_those_of_the_build() {
         let schemes = super::schemes();
-        assert_eq!(schemes.contains(&"memory://"), cfg!(feature = "memory"));
-        assert_eq!(schemes.contains(&"redis://"), cfg!(feature = "redis"));
-        assert_eq!(schemes.contains(&"rediss://"), cfg!(feature = "redis-tls"));
-        assert_eq!(schemes.contains(&"amqp091://"), cfg!(feature = "lapin"));
-        assert_eq!(schemes.contains(&"nats://"), cfg!(feature = "nats"));
+        let has = |s: &str| schemes.iter().any(|known| known == s);
+        assert_eq!(has("memory://"), cfg!(feature = "memory"));
+        assert_eq!(has("redis://"), cfg!(feature = "redis"));
+        assert_eq!(has("rediss://"), cfg!(feature = "redis-tls"));
+        assert_eq!(has("amqp091://"), cfg!(feature = "lapin"));
+        assert_eq!(has("amqps091://"), cfg!(feature = "lapin-tls"));
+        assert_eq!(has("nats://"), cfg!(feature = "nats"));
     }
 
     #[cfg(not(feature = "lapin-tls"))]
@@ -422,5 +362,15 @@ mod tests {
             error.to_string(),
             "redis:// needs the `redis` feature of ruststream"
         );
+    }
+
+    #[test]
+    fn servers_are_described_by_their_adapter() {
+        let described = super::server("memory://").expect("memory");
+        assert_eq!(described.host, "localhost");
+        assert!(matches!(
+            super::server("kafka://h"),
+            Err(ConnectError::UnknownScheme { .. })
+        ));
     }
 }

@@ -4,7 +4,12 @@
 //! ([`ack`], [`retry`], [`retry_after`], [`drop`]) settles its delivery; the runtime
 //! turns it into what the broker understands, with attempt caps, dead letters,
 //! failure policies for undecodable payloads and panics, and hooks after settlement.
-//! The decision is one pure function, [`ruststream_core::decide`]; adapters carry it out.
+//! The decision is one pure function, [`core::decide`]; adapters carry it out.
+//!
+//! This crate is the one a service depends on: it re-exports the runtime
+//! (`ruststream-runtime`), the adapters its features build in (`ruststream::redis`,
+//! `amqp`, `lapin`, `nats`), [`connect`] to open any of them by URL, and the command
+//! line (`ruststream::cli`, feature `cli`).
 //!
 //! ```no_run
 //! use ruststream::{App, Attempt, Mount, Outcome, Router, ack, retry};
@@ -28,54 +33,29 @@
 //! Guides: `docs/` in the repository (handlers, settlement, the memory broker and test
 //! kit, writing an adapter).
 
-mod app;
-#[cfg(feature = "asyncapi")]
-pub mod asyncapi;
 #[cfg(feature = "cli")]
 pub mod cli;
-pub mod codec;
 mod connect;
-mod dispatch;
-mod extract;
-mod handler;
-mod inbox;
-pub mod layer;
-#[cfg(feature = "memory")]
-pub mod memory;
-mod mount;
-mod mount_settings;
-pub mod observe;
-mod outcome;
-mod policy;
-mod publisher;
-mod reply;
-mod request;
-mod router;
-mod settled;
-mod signals;
-mod target;
-#[cfg(feature = "memory")]
-pub mod testing;
 
-pub use app::{App, RunError, Running};
-pub use codec::{Codec, CodecError};
-pub use connect::{ConnectError, connect, redact};
-pub use dispatch::DelayedLimit;
-pub use extract::{AppContext, Attempt, Context, ExtractError, FromDelivery, Raw, State};
-pub use handler::{Extractors, Handler, OutcomeFuture, WithPayload};
-pub use mount::{Concurrency, Mount};
-pub use mount_settings::{MOUNT_ENV_PREFIX, mount_env_name};
-pub use outcome::{IntoOutcome, Outcome, ack, drop, retry, retry_after};
-pub use policy::Policy;
-pub use publisher::{Outgoing, Publisher, SendError};
-pub use reply::Reply;
-pub use request::RequestError;
-pub use router::Router;
-pub use settled::{Cause, SettleError, Settled};
-pub use target::PublishTarget;
+pub use connect::{ConnectError, connect, connectors, server};
+pub use ruststream_core::redact;
+pub use ruststream_runtime::*;
 
-pub use ruststream_core as core;
-pub use ruststream_core::{Address, Delivery, Headers, Message, Verdict};
+/// The Redis adapter (feature `redis`).
+#[cfg(feature = "redis")]
+pub use ruststream_redis as redis;
+
+/// The AMQP 1.0 adapter (feature `amqp`).
+#[cfg(feature = "amqp")]
+pub use ruststream_amqp as amqp;
+
+/// The RabbitMQ adapter over AMQP 0-9-1, on lapin (feature `lapin`).
+#[cfg(feature = "lapin")]
+pub use ruststream_lapin as lapin;
+
+/// The NATS JetStream adapter (feature `nats`).
+#[cfg(feature = "nats")]
+pub use ruststream_nats as nats;
 
 /// The README's example service, compiled as a doctest.
 #[cfg(doctest)]
@@ -119,8 +99,7 @@ pub struct ObservabilityGuide;
 #[doc = include_str!("../../../docs/operating.md")]
 pub struct OperatingGuide;
 
-/// The adapters guide's examples, compiled and run as doctests (those that need an
-/// adapter crate are `ignore`d: this crate cannot depend on adapters).
+/// The adapters guide's examples, compiled and run as doctests .
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/adapters.md")]
 pub struct AdaptersGuide;

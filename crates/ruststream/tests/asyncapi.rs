@@ -136,7 +136,16 @@ fn info() -> AsyncApiInfo {
         title: Some("Every feature".into()),
         version: "1.2.3".into(),
         description: Some("A service that uses every feature the document describes.".into()),
-        server: Some("amqp://guest:s3cret@127.0.0.1:5673/vhost".into()),
+        // As the AMQP 1.0 adapter describes `amqp://guest:s3cret@127.0.0.1:5673/vhost`.
+        server: Some(
+            ruststream::core::Server::from_url(
+                "amqp://guest:s3cret@127.0.0.1:5673/vhost",
+                "amqp",
+                Some("1.0"),
+                "AMQP 1.0 (RabbitMQ 4)",
+            )
+            .expect("server"),
+        ),
     }
 }
 
@@ -505,13 +514,32 @@ fn an_undocumented_reply_names_its_type_and_how_to_document_it() {
 
 #[test]
 fn a_server_url_that_cannot_be_described_is_an_error() {
-    let app = service(App::new(MemoryBroker::new()));
+    let error = ruststream::server("kafka://user:pw@h:9092")
+        .expect_err("refused")
+        .to_string();
+    assert!(
+        error.starts_with("unknown broker url scheme \"kafka\""),
+        "{error}"
+    );
+    let error = ruststream::server("memory")
+        .expect_err("refused")
+        .to_string();
+    assert!(error.contains("unknown broker url scheme"), "{error}");
+    assert!(!error.contains("pw"));
+}
+
+/// The server is what the URL's adapter says of it (`ruststream::server`): the memory
+/// broker's here, in the document as given.
+#[test]
+fn the_server_is_the_one_its_adapter_describes() {
+    let app = App::new(MemoryBroker::new()).mount("ticks", tick);
     let info = AsyncApiInfo {
-        server: Some("kafka://user:pw@h:9092".into()),
+        server: Some(ruststream::server("memory://").expect("memory")),
         ..info()
     };
-    let error = app.asyncapi(&info).expect_err("refused").to_string();
-    assert_eq!(error, "server url kafka://user:***@h:9092: unknown scheme");
+    let document = app.asyncapi(&info).expect("document");
+    assert_eq!(document["servers"]["broker"]["protocol"], "memory");
+    assert_eq!(document["servers"]["broker"]["host"], "localhost");
 }
 
 #[test]

@@ -12,7 +12,7 @@ use ruststream_core::{
 use super::CliError;
 use super::args::{DeadLetters, Select};
 use super::filter::{age, show_age};
-use super::replay::{destination, replayed};
+use ruststream_core::{replay_destination as destination, replayed};
 
 /// How many copies a replay publishes before it removes their dead letters.
 const REPLAY_CHUNK: usize = 100;

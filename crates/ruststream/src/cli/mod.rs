@@ -36,7 +36,6 @@ mod dead_letters;
 mod filter;
 #[cfg(feature = "asyncapi")]
 mod offline;
-mod replay;
 
 use std::ffi::OsString;
 use std::future::Future;
@@ -48,7 +47,7 @@ use clap::{CommandFactory, FromArgMatches};
 use ruststream_core::{Broker, InspectError};
 
 pub use filter::{Filter, parse_age};
-pub use replay::replayed;
+pub use ruststream_core::replayed;
 
 use crate::App;
 use args::{Command, Line};
@@ -255,7 +254,7 @@ impl Cli {
                 let app = (self.build)(broker.clone());
                 let info = crate::asyncapi::AsyncApiInfo {
                     version: self.version.unwrap_or_else(|| "0.0.0".into()),
-                    server: Some(line.broker.clone()),
+                    server: Some(crate::server(&line.broker)?),
                     ..crate::asyncapi::AsyncApiInfo::default()
                 };
                 match app.asyncapi_string(&info, format) {

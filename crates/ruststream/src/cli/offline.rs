@@ -15,18 +15,10 @@ pub(super) struct Offline {
 }
 
 impl Offline {
-    /// The stand-in for the broker of `url`.
+    /// The stand-in for the broker of `url`: named after the adapter that answers its
+    /// scheme (`unknown` if none in this build).
     pub(super) fn new(url: &str) -> Self {
-        let scheme = url.split_once("://").map_or(url, |(scheme, _)| scheme);
-        // `Broker::name` is `'static`: the adapters' names, else the scheme's class.
-        let name = match scheme.to_ascii_lowercase().as_str() {
-            "redis" | "rediss" | "redis-cluster" | "rediss-cluster" => "redis",
-            "amqp" | "amqps" => "amqp",
-            "amqp091" | "amqps091" => "lapin",
-            "nats" | "tls" | "nats+tls" => "nats",
-            "memory" => "memory",
-            _ => "unknown",
-        };
+        let name = crate::connect::connector_of(url).map_or("unknown", |c| c.name());
         Self { name }
     }
 }

@@ -17,6 +17,7 @@
 //! # }
 //! ```
 
+mod connector;
 mod inspect;
 mod queue;
 mod stream;
@@ -30,6 +31,7 @@ use ruststream_core::{
     SubscribeError, SubscribeSpec, Subscription,
 };
 
+pub use connector::MemoryConnector;
 pub use queue::Snapshot;
 use queue::{Place, Queue, Stored};
 

@@ -100,7 +100,7 @@ impl Middleware for Following {
         let parent = TraceContextPropagator::new().extract(&Reading(delivery.headers()));
         let address = delivery.address().as_str();
         let mut attributes = vec![
-            KeyValue::new("messaging.system", self.system),
+            KeyValue::new("messaging.system", messaging_system(self.system)),
             KeyValue::new("messaging.destination.name", address.to_owned()),
             KeyValue::new("messaging.operation.type", "process"),
             KeyValue::new("messaging.operation.name", "process"),
@@ -141,7 +141,7 @@ impl Visit for Traced {
     fn publishes(&self, copy: Republish, to: &Address, message: &mut Message) -> Option<Sent> {
         let name = copy.as_str();
         let mut attributes = vec![
-            KeyValue::new("messaging.system", self.system),
+            KeyValue::new("messaging.system", messaging_system(self.system)),
             KeyValue::new("messaging.destination.name", to.as_str().to_owned()),
             KeyValue::new("messaging.operation.type", "send"),
             KeyValue::new("messaging.operation.name", name),
@@ -215,7 +215,7 @@ impl PublishMiddleware for Publishing {
             KeyValue::new("messaging.message.body.size", message.payload.len() as i64),
         ];
         if let Some(system) = self.system {
-            attributes.push(KeyValue::new("messaging.system", system));
+            attributes.push(KeyValue::new("messaging.system", messaging_system(system)));
         }
         identify(&message.headers, &mut attributes);
         let span = self
@@ -282,5 +282,26 @@ struct Writing<'a>(&'a mut Headers);
 impl Injector for Writing<'_> {
     fn set(&mut self, key: &str, value: String) {
         self.0.insert(key.to_owned(), value);
+    }
+}
+
+/// OpenTelemetry's `messaging.system` for a broker's name: the semantic conventions'
+/// value where they have one (`rabbitmq` for both RabbitMQ adapters, `amqp` and
+/// `lapin`), else the name (`redis`, `nats`, `memory`).
+fn messaging_system(broker: &'static str) -> &'static str {
+    match broker {
+        "amqp" | "lapin" => "rabbitmq",
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn both_rabbitmq_adapters_are_rabbitmq() {
+        assert_eq!(super::messaging_system("amqp"), "rabbitmq");
+        assert_eq!(super::messaging_system("lapin"), "rabbitmq");
+        assert_eq!(super::messaging_system("redis"), "redis");
+        assert_eq!(super::messaging_system("nats"), "nats");
     }
 }

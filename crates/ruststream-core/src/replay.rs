@@ -1,7 +1,7 @@
 //! What a replayed dead letter becomes: the message as it arrived, a fresh attempt count
 //! and the time of the replay.
 
-use ruststream_core::{DEAD_LETTER_FROM, Message, REPLAYED_AT, RETRY_COUNT};
+use crate::{DEAD_LETTER_FROM, Message, REPLAYED_AT, RETRY_COUNT};
 
 /// The prefix of the runtime's dead-letter headers.
 const DEAD_LETTER_PREFIX: &str = "x-ruststream-dead-letter-";
@@ -11,8 +11,7 @@ const DEAD_LETTER_PREFIX: &str = "x-ruststream-dead-letter-";
 /// plus `x-ruststream-replayed-at` = `now_ms`.
 ///
 /// ```
-/// use ruststream::cli::replayed;
-/// use ruststream::core::{DEAD_LETTER_FROM, Message, REPLAYED_AT, RETRY_COUNT};
+/// use ruststream_core::{DEAD_LETTER_FROM, Message, REPLAYED_AT, RETRY_COUNT, replayed};
 ///
 /// let dead = Message::new("x").with_header(RETRY_COUNT, "2").with_header(DEAD_LETTER_FROM, "orders");
 /// let copy = replayed(&dead, 1_700_000_000_000);
@@ -35,16 +34,15 @@ pub fn replayed(dead: &Message, now_ms: u64) -> Message {
     copy
 }
 
-/// Where `dead` goes back to: `to` if given, else its `x-ruststream-dead-letter-from`.
-pub(crate) fn destination<'a>(dead: &'a Message, to: Option<&'a str>) -> Option<&'a str> {
+/// Where a replay sends `dead` back to: `to` if given, else its
+/// `x-ruststream-dead-letter-from`.
+pub fn replay_destination<'a>(dead: &'a Message, to: Option<&'a str>) -> Option<&'a str> {
     to.or_else(|| dead.headers.get_str(DEAD_LETTER_FROM))
 }
 
 #[cfg(test)]
 mod tests {
-    use ruststream_core::{
-        CONTENT_TYPE, DEAD_LETTER_ATTEMPT, DEAD_LETTER_REASON, DEAD_LETTER_SERVICE,
-    };
+    use crate::{CONTENT_TYPE, DEAD_LETTER_ATTEMPT, DEAD_LETTER_REASON, DEAD_LETTER_SERVICE};
 
     use super::*;
 
@@ -70,8 +68,11 @@ mod tests {
     #[test]
     fn the_destination_is_to_else_the_original_address() {
         let dead = Message::new("x").with_header(DEAD_LETTER_FROM, "orders");
-        assert_eq!(destination(&dead, None), Some("orders"));
-        assert_eq!(destination(&dead, Some("orders.v2")), Some("orders.v2"));
-        assert_eq!(destination(&Message::new("x"), None), None);
+        assert_eq!(replay_destination(&dead, None), Some("orders"));
+        assert_eq!(
+            replay_destination(&dead, Some("orders.v2")),
+            Some("orders.v2")
+        );
+        assert_eq!(replay_destination(&Message::new("x"), None), None);
     }
 }

@@ -29,7 +29,7 @@ pub enum LogsError {
 /// coloured only where standard error is a terminal and `NO_COLOR` is not set.
 ///
 /// The framework writes broker URLs only with their passwords replaced
-/// ([`redact`](crate::redact)).
+/// ([`redact`](ruststream_core::redact)).
 ///
 /// ```no_run
 /// ruststream::observe::init_logs().expect("logs set up once");

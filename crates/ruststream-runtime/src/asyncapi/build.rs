@@ -38,8 +38,8 @@ pub(super) fn document(app: &App, info: &AsyncApiInfo) -> Result<Value, AsyncApi
         "info": info_object,
         "defaultContentType": crate::Codec::default().content_type(),
     });
-    if let Some(url) = &info.server {
-        document["servers"] = json!({ "broker": server::server(url)? });
+    if let Some(described) = &info.server {
+        document["servers"] = json!({ "broker": server::server(described) });
     }
     document["channels"] = Value::Object(builder.channels);
     document["operations"] = Value::Object(builder.operations);

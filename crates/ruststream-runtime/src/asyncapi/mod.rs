@@ -63,8 +63,10 @@ pub struct AsyncApiInfo {
     pub version: String,
     /// A description of the service (CommonMark).
     pub description: Option<String>,
-    /// The broker's URL, described as the document's server; its password is left out.
-    pub server: Option<String>,
+    /// The broker's server, as its adapter describes it from a URL
+    /// (`ruststream::server(url)`, or [`Connector::server`](ruststream_core::Connector::server));
+    /// the password is left out.
+    pub server: Option<ruststream_core::Server>,
 }
 
 /// The document's format, as text.
@@ -114,14 +116,6 @@ pub enum AsyncApiError {
         documented: &'static str,
         /// The handler's reply type (`no reply` for a handler that returns no `Reply<T>`).
         handled: &'static str,
-    },
-    /// The server URL cannot be described.
-    #[error("server url {url}: {reason}")]
-    Server {
-        /// The URL, without its password.
-        url: String,
-        /// What is wrong.
-        reason: String,
     },
 }
 

@@ -1,0 +1,78 @@
+//! The runtime of ruststream: typed async handlers on broker subscriptions.
+//!
+//! Services depend on the `ruststream` crate, which re-exports this one with the
+//! adapters its features enable, `connect` by URL and the command line; this crate
+//! knows no adapter.
+//!
+//! A service mounts plain `async fn`s on subscriptions. Each handler's [`Outcome`]
+//! ([`ack`], [`retry`], [`retry_after`], [`drop`]) settles its delivery; the runtime
+//! turns it into what the broker understands, with attempt caps, dead letters,
+//! failure policies for undecodable payloads and panics, and hooks after settlement.
+//! The decision is one pure function, [`ruststream_core::decide`]; adapters carry it out.
+//!
+//! ```no_run
+//! use ruststream::{App, Attempt, Mount, Outcome, Router, ack, retry};
+//! use ruststream::memory::MemoryBroker;
+//! use serde::Deserialize;
+//!
+//! #[derive(Deserialize)]
+//! struct Order { id: u64 }
+//!
+//! async fn handle(Attempt(attempt): Attempt, order: Order) -> Outcome {
+//!     if order.id % 2 == 0 || attempt > 1 { ack() } else { retry() }
+//! }
+//!
+//! # async fn run() -> Result<(), ruststream::RunError> {
+//! let router = Router::new()
+//!     .mount(Mount::new("orders").max_attempts(3).dead_letter("orders.dead"), handle);
+//! App::new(MemoryBroker::new()).router(router).run().await
+//! # }
+//! ```
+//!
+//! Guides: `docs/` in the repository (handlers, settlement, the memory broker and test
+//! kit, writing an adapter).
+
+mod app;
+#[cfg(feature = "asyncapi")]
+pub mod asyncapi;
+pub mod codec;
+mod dispatch;
+mod extract;
+mod handler;
+mod inbox;
+pub mod layer;
+#[cfg(feature = "memory")]
+pub mod memory;
+mod mount;
+mod mount_settings;
+pub mod observe;
+mod outcome;
+mod policy;
+mod publisher;
+mod reply;
+mod request;
+mod router;
+mod settled;
+mod signals;
+mod target;
+#[cfg(feature = "memory")]
+pub mod testing;
+
+pub use app::{App, RunError, Running};
+pub use codec::{Codec, CodecError};
+pub use dispatch::DelayedLimit;
+pub use extract::{AppContext, Attempt, Context, ExtractError, FromDelivery, Raw, State};
+pub use handler::{Extractors, Handler, OutcomeFuture, WithPayload};
+pub use mount::{Concurrency, Mount};
+pub use mount_settings::{MOUNT_ENV_PREFIX, mount_env_name};
+pub use outcome::{IntoOutcome, Outcome, ack, drop, retry, retry_after};
+pub use policy::Policy;
+pub use publisher::{Outgoing, Publisher, SendError};
+pub use reply::Reply;
+pub use request::RequestError;
+pub use router::Router;
+pub use settled::{Cause, SettleError, Settled};
+pub use target::PublishTarget;
+
+pub use ruststream_core as core;
+pub use ruststream_core::{Address, Delivery, Headers, Message, Verdict};
