@@ -168,7 +168,7 @@ async fn dead_letter_queue(
     let Some((exchange, Some(dead))) = declaration
         .dead_letter
         .as_ref()
-        .and_then(crate::queue::dead_letter_target)
+        .and_then(ruststream_rabbitmq::dead_letter_target)
     else {
         return Ok(());
     };
@@ -216,7 +216,7 @@ async fn bound(
     queue: &str,
     key: &str,
 ) -> Result<bool, ManagementError> {
-    let enc = crate::url::encode_segment;
+    let enc = ruststream_rabbitmq::percent::encode;
     let path = format!(
         "/bindings?src={}&dstq={}&key={}",
         enc(exchange),

@@ -20,7 +20,7 @@
 //! classic queue that has one keeps it (a warning at subscribe says what it catches).
 
 use fe2o3_amqp_types::primitives::{OrderedMap, Value};
-use ruststream_core::{Address, Declaration};
+use ruststream_core::Declaration;
 use ruststream_rabbitmq::Arg;
 
 /// The type of a RabbitMQ queue, for [`SubscribeOptions::declare`](crate::SubscribeOptions::declare).
@@ -46,7 +46,7 @@ impl QueueType {
     }
 }
 
-pub(crate) use ruststream_rabbitmq::{QueueFacts, QueueInfo, delivery_limit};
+pub(crate) use ruststream_rabbitmq::{QueueFacts, QueueInfo, dead_letter_target, delivery_limit};
 
 /// Reads the body of `GET /queues/{name}`.
 pub(crate) fn parse(body: &Value) -> Option<QueueInfo> {
@@ -69,29 +69,6 @@ fn queue_dead_letter_target(info: &QueueInfo) -> Option<(&str, Option<&str>)> {
     Some((info.dlx.as_deref()?, info.dlrk.as_deref()))
 }
 
-/// Where a ruststream dead-letter address is, as an exchange and a routing key:
-/// `/exchanges/X/K` is `X`, `K`; a queue `Q` is the default exchange with key `Q`.
-pub(crate) fn dead_letter_target(address: &Address) -> Option<(String, Option<String>)> {
-    let a = address.as_str();
-    let segment = |s: &str| crate::url::decode(s).ok();
-    if let Some(rest) = a.strip_prefix("/exchanges/") {
-        let mut parts = rest.splitn(2, '/');
-        let exchange = segment(parts.next()?)?;
-        let key = match parts.next() {
-            Some(k) => Some(segment(k)?),
-            None => None,
-        };
-        return Some((exchange, key));
-    }
-    if let Some(q) = a.strip_prefix("/queues/") {
-        return Some((String::new(), Some(segment(q)?)));
-    }
-    if a.starts_with('/') {
-        return None;
-    }
-    Some((String::new(), Some(a.to_owned())))
-}
-
 /// The arguments a declaration gives a new queue of `kind` on a broker of `major`
 /// version (see [`ruststream_rabbitmq::arguments`]), as the body of `PUT /queues/{name}`.
 pub(crate) fn arguments(
@@ -99,19 +76,8 @@ pub(crate) fn arguments(
     declaration: &Declaration,
     major: Option<u32>,
 ) -> Result<Value, String> {
-    let target = match declaration
-        .dead_letter
-        .as_ref()
-        .filter(|_| kind == QueueType::Quorum)
-    {
-        Some(dead) => Some(
-            dead_letter_target(dead)
-                .ok_or_else(|| format!("dead letter {dead} is not a queue or an exchange"))?,
-        ),
-        None => None,
-    };
     let mut args = OrderedMap::new();
-    for (name, value) in ruststream_rabbitmq::arguments(kind.name(), declaration, major, target) {
+    for (name, value) in ruststream_rabbitmq::arguments(kind.name(), declaration, major)? {
         let value = match value {
             Arg::Text(s) => Value::String(s),
             Arg::Int(n) => Value::Long(n),
@@ -240,6 +206,7 @@ pub(crate) fn integer(v: &Value) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ruststream_core::Address;
     use std::num::NonZeroU32;
 
     fn quorum(limit: Option<i64>, dlx: Option<&str>, dlrk: Option<&str>) -> QueueInfo {

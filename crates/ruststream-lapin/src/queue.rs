@@ -12,10 +12,8 @@
 //! `n − 1`.
 
 use lapin::types::{AMQPValue, FieldTable, LongString};
-use ruststream_core::{Address, Declaration};
+use ruststream_core::Declaration;
 use ruststream_rabbitmq::Arg;
-
-use crate::address;
 
 /// The type of a RabbitMQ queue, for [`SubscribeOptions::declare`](crate::SubscribeOptions::declare).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -37,7 +35,7 @@ impl QueueType {
     }
 }
 
-pub(crate) use ruststream_rabbitmq::{QueueFacts, QueueInfo, delivery_limit};
+pub(crate) use ruststream_rabbitmq::{QueueFacts, QueueInfo, dead_letter_target, delivery_limit};
 
 /// Reads a queue's arguments (as the probe found them) into what it is.
 pub(crate) fn from_arguments(args: &FieldTable) -> QueueInfo {
@@ -65,19 +63,6 @@ pub(crate) fn integer(value: &AMQPValue) -> Option<i64> {
         AMQPValue::LongLongInt(n) => *n,
         _ => return None,
     })
-}
-
-/// Where a dead-letter address is, as an exchange and a routing key: a queue `Q` is the
-/// default exchange with key `Q`; `/exchanges/X/K` is `X`, `K` (no key: `None`).
-pub(crate) fn dead_letter_target(dead: &Address) -> Option<(String, Option<String>)> {
-    let a = dead.as_str();
-    if let Some(rest) = a.strip_prefix("/exchanges/") {
-        let target = address::target(a).ok()?;
-        let has_key = rest.contains('/');
-        return Some((target.exchange, has_key.then_some(target.routing_key)));
-    }
-    let queue = address::queue(a).ok()?;
-    Some((String::new(), Some(queue)))
 }
 
 /// The values a queue made for `declaration` may have (those this adapter declares, the
@@ -118,19 +103,8 @@ pub(crate) fn arguments(
     declaration: &Declaration,
     major: Option<u32>,
 ) -> Result<FieldTable, String> {
-    let target = match declaration
-        .dead_letter
-        .as_ref()
-        .filter(|_| kind == QueueType::Quorum)
-    {
-        Some(dead) => Some(
-            dead_letter_target(dead)
-                .ok_or_else(|| format!("dead letter {dead} is not a queue or an exchange"))?,
-        ),
-        None => None,
-    };
     let mut args = FieldTable::default();
-    for (name, value) in ruststream_rabbitmq::arguments(kind.name(), declaration, major, target) {
+    for (name, value) in ruststream_rabbitmq::arguments(kind.name(), declaration, major)? {
         let value = match value {
             Arg::Text(s) => AMQPValue::LongString(LongString::from(s.into_bytes())),
             Arg::Int(n) => AMQPValue::LongLongInt(n),
@@ -243,6 +217,7 @@ pub(crate) fn check(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ruststream_core::Address;
     use std::num::NonZeroU32;
 
     fn quorum(limit: Option<i64>, dlx: Option<&str>, dlrk: Option<&str>) -> QueueInfo {
