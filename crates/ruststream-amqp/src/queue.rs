@@ -37,7 +37,7 @@ pub enum QueueType {
 }
 
 impl QueueType {
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Self::Classic => "classic",
             Self::Quorum => "quorum",
@@ -46,7 +46,7 @@ impl QueueType {
     }
 }
 
-pub(crate) use ruststream_rabbitmq::{QueueFacts, QueueInfo, dead_letter_target, delivery_limit};
+pub(crate) use ruststream_rabbitmq::{QueueFacts, QueueInfo};
 
 /// Reads the body of `GET /queues/{name}`.
 pub(crate) fn parse(body: &Value) -> Option<QueueInfo> {
@@ -62,11 +62,6 @@ pub(crate) fn parse(body: &Value) -> Option<QueueInfo> {
         info.dlrk = get(args, "x-dead-letter-routing-key").and_then(text);
     }
     Some(info)
-}
-
-/// Where the queue dead-letters to: exchange and routing key.
-fn queue_dead_letter_target(info: &QueueInfo) -> Option<(&str, Option<&str>)> {
-    Some((info.dlx.as_deref()?, info.dlrk.as_deref()))
 }
 
 /// The arguments a declaration gives a new queue of `kind` on a broker of `major`
@@ -90,87 +85,6 @@ pub(crate) fn arguments(
     body.insert(Value::String("auto_delete".into()), Value::Bool(false));
     body.insert(Value::String("arguments".into()), Value::Map(args));
     Ok(Value::Map(body))
-}
-
-/// What checking a queue against the mount's declaration found.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Check {
-    /// They agree.
-    Agrees,
-    /// They agree if the exchange (first) is bound to the queue (second).
-    Binding(String, String),
-    /// They disagree: how.
-    Differs(String),
-}
-
-/// Differences between a queue and the mount's declaration that would make the broker
-/// and the runtime disagree: a declared type that is not the queue's, a delivery limit
-/// that stops deliveries before `max_attempts` (or, where the queue dead-letters itself
-/// or was declared by the mount, any other limit than `max_attempts − 1`), a
-/// dead-letter target that is not `dead_letter`.
-pub(crate) fn check(
-    info: &QueueInfo,
-    declaration: &Declaration,
-    declared: Option<QueueType>,
-) -> Check {
-    if let Some(kind) = declared
-        && kind.name() != info.kind
-    {
-        return Check::Differs(format!(
-            "is a {} queue, declared {}",
-            info.kind,
-            kind.name()
-        ));
-    }
-    // A queue the mount declares must dead-letter as the mount says only where it
-    // dead-letters for the mount at all: a quorum queue.
-    let strict = info.dead_letters_itself() || declared == Some(QueueType::Quorum);
-    if info.kind == "quorum"
-        && let (Some(limit), Some(n)) = (info.delivery_limit, declaration.max_attempts)
-        && limit >= 0
-    {
-        let wanted = delivery_limit(n.get());
-        // A larger limit never cuts the runtime's cap short, unless the broker enforces it.
-        let agrees = if strict {
-            limit == wanted
-        } else {
-            limit >= wanted
-        };
-        if !agrees {
-            return Check::Differs(format!(
-                "x-delivery-limit is {limit}, max_attempts({n}) needs {wanted}"
-            ));
-        }
-    }
-    let Some(dead) = declaration.dead_letter.as_ref().filter(|_| strict) else {
-        return Check::Agrees;
-    };
-    let differs =
-        |has: &str| Check::Differs(format!("dead-letters to {has}, dead_letter is {dead}"));
-    let Some((dlx, dlrk)) = queue_dead_letter_target(info) else {
-        return differs("nowhere (no x-dead-letter-exchange)");
-    };
-    let has = match dlrk {
-        Some(k) => format!("exchange {dlx:?} key {k:?}"),
-        None => format!("exchange {dlx:?}"),
-    };
-    let Some((exchange, key)) = dead_letter_target(dead) else {
-        return differs(&has);
-    };
-    if exchange == dlx {
-        let agrees = match (key.as_deref(), dlrk) {
-            (Some(k), Some(h)) => k == h,
-            // The default exchange routes by key: the message's own would not reach it.
-            (_, None) => !exchange.is_empty(),
-            (None, Some(_)) => true,
-        };
-        return if agrees { Check::Agrees } else { differs(&has) };
-    }
-    match (exchange.is_empty(), key, dlrk) {
-        // dead_letter is a queue, the queue dead-letters through an exchange.
-        (true, Some(queue), _) => Check::Binding(dlx.to_owned(), queue),
-        _ => differs(&has),
-    }
 }
 
 pub(crate) fn get<'a>(map: &'a OrderedMap<Value, Value>, key: &str) -> Option<&'a Value> {
@@ -209,15 +123,6 @@ mod tests {
     use ruststream_core::Address;
     use std::num::NonZeroU32;
 
-    fn quorum(limit: Option<i64>, dlx: Option<&str>, dlrk: Option<&str>) -> QueueInfo {
-        QueueInfo {
-            kind: "quorum".into(),
-            delivery_limit: limit,
-            dlx: dlx.map(Into::into),
-            dlrk: dlrk.map(Into::into),
-        }
-    }
-
     fn decl(n: u32, dead: Option<&str>) -> Declaration {
         Declaration {
             max_attempts: NonZeroU32::new(n),
@@ -227,46 +132,7 @@ mod tests {
     }
 
     #[test]
-    fn the_limit_is_max_attempts_minus_one() {
-        let q = quorum(Some(2), Some(""), Some("d"));
-        assert_eq!(check(&q, &decl(3, Some("d")), None), Check::Agrees);
-        assert!(matches!(
-            check(&q, &decl(2, Some("d")), None),
-            Check::Differs(_)
-        ));
-        // Without a dead-letter exchange only a limit that cuts the cap short differs.
-        let q = quorum(Some(10), None, None);
-        assert_eq!(check(&q, &decl(3, None), None), Check::Agrees);
-        assert!(matches!(
-            check(&q, &decl(12, None), None),
-            Check::Differs(_)
-        ));
-    }
-
-    #[test]
-    fn the_dead_letter_target_must_be_the_mounts() {
-        let q = quorum(Some(2), Some(""), Some("d"));
-        assert!(matches!(
-            check(&q, &decl(3, Some("e")), None),
-            Check::Differs(_)
-        ));
-        let q = quorum(Some(2), Some("dlx"), None);
-        assert_eq!(
-            check(&q, &decl(3, Some("d")), None),
-            Check::Binding("dlx".into(), "d".into())
-        );
-        assert_eq!(
-            check(&q, &decl(3, Some("/exchanges/dlx")), None),
-            Check::Agrees
-        );
-        assert!(matches!(
-            check(&q, &decl(3, Some("/exchanges/other")), None),
-            Check::Differs(_)
-        ));
-    }
-
-    #[test]
-    fn a_declared_classic_queue_leaves_dead_letters_to_the_runtime() {
+    fn a_declared_classic_queue_gets_no_dead_letter_exchange() {
         let Value::Map(body) = arguments(QueueType::Classic, &decl(4, Some("d")), Some(4)).unwrap()
         else {
             panic!("not a map")
@@ -276,22 +142,6 @@ mod tests {
         };
         assert_eq!(get(args, "x-dead-letter-exchange"), None);
         assert_eq!(get(args, "x-delivery-limit"), None);
-        // An existing classic queue without a dead-letter exchange agrees with it.
-        let classic = QueueInfo {
-            kind: "classic".into(),
-            ..QueueInfo::default()
-        };
-        let declared = Some(QueueType::Classic);
-        assert_eq!(
-            check(&classic, &decl(4, Some("d")), declared),
-            Check::Agrees
-        );
-        // A declared quorum queue must dead-letter where the mount says.
-        let q = quorum(Some(3), None, None);
-        assert!(matches!(
-            check(&q, &decl(4, Some("d")), Some(QueueType::Quorum)),
-            Check::Differs(_)
-        ));
     }
 
     #[test]

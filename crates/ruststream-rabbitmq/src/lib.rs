@@ -3,13 +3,15 @@
 //! with no client library: what a queue's type and arguments make a subscription able
 //! to do ([`QueueInfo::facts`]), the `x-delivery-limit` a cap needs
 //! ([`delivery_limit`]), the arguments a mount's declaration gives a new queue
-//! ([`arguments`]), the delivery limit a quorum queue really enforces on each RabbitMQ
+//! ([`arguments`]), whether an existing queue agrees with the mount ([`check`]), the
+//! delivery limit a quorum queue really enforces on each RabbitMQ
 //! version ([`limit`]), what an address names ([`node`]), and what RabbitMQ says of a
 //! dead letter it moved ([`Death`]). Each adapter reads the queue its own way (refusals
 //! of `queue.declare`, the management node) and writes the arguments in its own
 //! encoding.
 
 mod address;
+mod check;
 mod death;
 mod queue;
 
@@ -17,5 +19,6 @@ pub mod limit;
 pub mod percent;
 
 pub use address::{BadAddress, Node, dead_letter_target, node};
+pub use check::{Binding, check};
 pub use death::{DEAD_LETTER_COUNT, Death, is_runtime_dead_letter};
 pub use queue::{Arg, QueueFacts, QueueInfo, arguments, delivery_limit};
