@@ -139,7 +139,13 @@ async fn inspect(
              it receives the original of every retry_after copy (rejected, then copied \
              after the delay); the mount's dead letters are published by the runtime");
     }
-    match limit::check_queue(&info, options.delivery_limit, major, declaration, name) {
+    match limit::check_queue(
+        &info,
+        options.queue.delivery_limit,
+        major,
+        declaration,
+        name,
+    ) {
         Err(how) => return Err(refused(how)),
         Ok(Some(warning)) => tracing::warn!(queue = %name, "amqp: {warning}"),
         Ok(None) => {}

@@ -46,7 +46,7 @@ impl QueueType {
     }
 }
 
-pub(crate) use ruststream_rabbitmq::{QueueFacts, QueueInfo};
+pub(crate) use ruststream_rabbitmq::QueueInfo;
 
 /// Reads the body of `GET /queues/{name}`.
 pub(crate) fn parse(body: &Value) -> Option<QueueInfo> {

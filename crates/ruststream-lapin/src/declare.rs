@@ -97,11 +97,11 @@ pub(crate) async fn find_out(
         )));
     }
     dead_letter_exists(connection, spec, kind.is_some()).await?;
-    if limit::applies(&info, options.delivery_limit) {
+    if limit::applies(&info, options.queue.delivery_limit) {
         let major = version.major().await;
         match limit::check_queue(
             &info,
-            options.delivery_limit,
+            options.queue.delivery_limit,
             major,
             &spec.declaration,
             queue,

@@ -35,7 +35,7 @@ impl QueueType {
     }
 }
 
-pub(crate) use ruststream_rabbitmq::{QueueFacts, QueueInfo, dead_letter_target, delivery_limit};
+pub(crate) use ruststream_rabbitmq::{QueueInfo, dead_letter_target, delivery_limit};
 
 /// Reads a queue's arguments (as the probe found them) into what it is.
 pub(crate) fn from_arguments(args: &FieldTable) -> QueueInfo {

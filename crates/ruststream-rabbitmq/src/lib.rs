@@ -5,20 +5,24 @@
 //! ([`delivery_limit`]), the arguments a mount's declaration gives a new queue
 //! ([`arguments`]), whether an existing queue agrees with the mount ([`check`]), the
 //! delivery limit a quorum queue really enforces on each RabbitMQ
-//! version ([`limit`]), what an address names ([`node`]), and what RabbitMQ says of a
-//! dead letter it moved ([`Death`]). Each adapter reads the queue its own way (refusals
+//! version ([`limit`]), what an address names ([`node`]), what RabbitMQ says of a dead
+//! letter it moved ([`Death`]), and what a mount may override ([`QueueOptions`], read
+//! from configuration by [`settings`]). Each adapter reads the queue its own way (refusals
 //! of `queue.declare`, the management node) and writes the arguments in its own
 //! encoding.
 
 mod address;
 mod check;
 mod death;
+mod options;
 mod queue;
 
 pub mod limit;
 pub mod percent;
+pub mod settings;
 
 pub use address::{BadAddress, Node, dead_letter_target, node};
 pub use check::{Binding, check};
 pub use death::{DEAD_LETTER_COUNT, Death, is_runtime_dead_letter};
+pub use options::QueueOptions;
 pub use queue::{Arg, QueueFacts, QueueInfo, arguments, delivery_limit};
