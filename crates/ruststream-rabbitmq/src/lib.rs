@@ -17,6 +17,7 @@ mod death;
 mod options;
 mod queue;
 
+pub mod inspect;
 pub mod limit;
 pub mod percent;
 pub mod settings;
