@@ -24,6 +24,6 @@ pub mod settings;
 
 pub use address::{BadAddress, Node, dead_letter_target, node};
 pub use check::{Binding, check};
-pub use death::{DEAD_LETTER_COUNT, Death, is_runtime_dead_letter};
+pub use death::{DEAD_LETTER_COUNT, Death, described, is_runtime_dead_letter};
 pub use options::QueueOptions;
 pub use queue::{Arg, QueueFacts, QueueInfo, arguments, delivery_limit};
