@@ -4,12 +4,12 @@
 //! to do ([`QueueInfo::facts`]), the `x-delivery-limit` a cap needs
 //! ([`delivery_limit`]), the arguments a mount's declaration gives a new queue
 //! ([`arguments`]), whether an existing queue agrees with the mount ([`check`]), the
-//! delivery limit a quorum queue really enforces on each RabbitMQ
-//! version ([`limit`]), what an address names ([`node`]), what RabbitMQ says of a dead
-//! letter it moved ([`Death`]), and what a mount may override ([`QueueOptions`], read
-//! from configuration by [`settings`]). Each adapter reads the queue its own way (refusals
-//! of `queue.declare`, the management node) and writes the arguments in its own
-//! encoding.
+//! delivery limit a quorum queue really enforces on each RabbitMQ version ([`limit`]),
+//! what an address names ([`node`]), what RabbitMQ says of a dead letter it moved
+//! ([`Death`]), what a mount may override ([`QueueOptions`], read from configuration by
+//! [`settings`]), and the dead-letter tools over an adapter's pass through a queue
+//! ([`inspect`]). Each adapter reads the queue its own way (refusals of
+//! `queue.declare`, the management node) and writes the arguments in its own encoding.
 
 mod address;
 mod check;
