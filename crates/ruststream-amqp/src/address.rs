@@ -1,6 +1,6 @@
 //! Addresses: ruststream names to AMQP 1.0 node addresses.
 
-use crate::url::encode_segment;
+use ruststream_rabbitmq::percent;
 
 /// The AMQP address for a ruststream address.
 ///
@@ -11,7 +11,7 @@ pub fn amqp_address(address: &str) -> String {
     if address.starts_with('/') {
         address.to_owned()
     } else {
-        format!("/queues/{}", encode_segment(address))
+        format!("/queues/{}", percent::encode(address))
     }
 }
 

@@ -13,16 +13,7 @@ use fe2o3_amqp_types::messaging::MessageAnnotations;
 use fe2o3_amqp_types::messaging::annotations::OwnedKey;
 use fe2o3_amqp_types::primitives::Value;
 use ruststream_core::Message;
-
-/// What RabbitMQ says about the last time it dead-lettered a message.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub(crate) struct Death {
-    pub(crate) queue: Option<String>,
-    pub(crate) reason: Option<String>,
-    pub(crate) count: Option<u64>,
-    /// Milliseconds since the Unix epoch.
-    pub(crate) time: Option<i64>,
-}
+use ruststream_rabbitmq::Death;
 
 fn text(value: &Value) -> Option<String> {
     match value {
@@ -50,20 +41,12 @@ pub(crate) fn death(annotations: &MessageAnnotations) -> Option<Death> {
         death.count = field("count")
             .and_then(crate::queue::integer)
             .and_then(|n| u64::try_from(n).ok());
-        death.time = match field("last-time") {
-            Some(Value::Timestamp(t)) => Some(t.milliseconds()),
+        death.at_ms = match field("last-time") {
+            Some(Value::Timestamp(t)) => u64::try_from(t.milliseconds()).ok(),
             _ => None,
         };
     }
-    for prefix in ["x-last-death", "x-first-death"] {
-        death.queue = death
-            .queue
-            .or_else(|| get(&format!("{prefix}-queue")).and_then(text));
-        death.reason = death
-            .reason
-            .or_else(|| get(&format!("{prefix}-reason")).and_then(text));
-    }
-    (death != Death::default()).then_some(death)
+    death.completed(|key| get(key).and_then(text))
 }
 
 /// An entry of `x-opt-deaths`: a map, or the body of one (count and entries) as the
@@ -99,20 +82,8 @@ fn map(entry: &Value) -> Option<Value> {
 /// `message` as the dead-letter tools show it: a dead letter RabbitMQ moved itself gets
 /// the runtime's headers from RabbitMQ's annotations; one the runtime published (it has
 /// `x-ruststream-dead-letter-from`) and any other message stay as they are.
-pub(crate) fn described(mut message: Message, annotations: Option<&MessageAnnotations>) -> Message {
-    if ruststream_rabbitmq::is_runtime_dead_letter(&message) {
-        return message;
-    }
-    if let Some(death) = annotations.and_then(death) {
-        ruststream_rabbitmq::Death {
-            queue: death.queue,
-            reason: death.reason,
-            count: death.count,
-            at_ms: death.time.and_then(|t| u64::try_from(t).ok()),
-        }
-        .describe(&mut message);
-    }
-    message
+pub(crate) fn described(message: Message, annotations: Option<&MessageAnnotations>) -> Message {
+    ruststream_rabbitmq::described(message, || annotations.and_then(death), &[])
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use ruststream_core::{Declaration, SubscribeError};
 use crate::connection::Connector;
 use crate::management::{Management, ManagementError, queue_path};
 use crate::options::SubscribeOptions;
-use crate::queue::{Check, QueueInfo, arguments, check};
+use crate::queue::{QueueInfo, QueueType, arguments};
 use ruststream_rabbitmq::limit;
 
 /// The queue behind `source` as RabbitMQ describes it, made first if `options` declares
@@ -105,32 +105,31 @@ async fn inspect(
         tracing::info!(queue = %name, "amqp: unreadable queue description; using the default capabilities");
         return Ok(None);
     };
-    match check(&info, declaration, options.declare) {
-        Check::Agrees => {}
-        Check::Differs(how) => {
-            return Err(SubscribeError::BadOption(format!("queue {name} {how}")));
+    let declared = options.declare.map(QueueType::name);
+    let refused = |how: String| SubscribeError::BadOption(format!("queue {name} {how}"));
+    if let Some(binding) =
+        ruststream_rabbitmq::check(&info, declaration, declared, name).map_err(refused)?
+    {
+        // Dead-lettered messages keep their routing key (the queue's own name, for a
+        // message sent to the queue) unless the queue sets one; a fanout binding usually
+        // has none.
+        let key = binding.key.as_deref().unwrap_or(name);
+        let mut found = false;
+        for key in [key, ""] {
+            if bound(management, &binding.exchange, &binding.queue, key)
+                .await
+                .map_err(failed)?
+            {
+                found = true;
+                break;
+            }
         }
-        Check::Binding(exchange, queue) => {
-            // Dead-lettered messages keep their routing key (the queue's own name, for
-            // a message sent to the queue) unless the queue sets one; a fanout binding
-            // usually has none.
-            let key = info.dlrk.as_deref().unwrap_or(name);
-            let mut found = false;
-            for key in [key, ""] {
-                if bound(management, &exchange, &queue, key)
-                    .await
-                    .map_err(failed)?
-                {
-                    found = true;
-                    break;
-                }
-            }
-            if !found {
-                return Err(SubscribeError::BadOption(format!(
-                    "queue {name} dead-letters to exchange {exchange:?}, which is not bound to \
-                     dead_letter {queue}"
-                )));
-            }
+        if !found {
+            return Err(refused(format!(
+                "dead-letters through {}, which is not bound to dead_letter {}",
+                binding.route(),
+                binding.queue
+            )));
         }
     }
     dead_letter_queue(management, declaration, options.declare.is_some()).await?;
@@ -140,18 +139,16 @@ async fn inspect(
              it receives the original of every retry_after copy (rejected, then copied \
              after the delay); the mount's dead letters are published by the runtime");
     }
-    if info.kind == "quorum" || options.delivery_limit.is_some() {
-        let limit = limit::effective(
-            &info.kind,
-            info.delivery_limit,
-            options.delivery_limit,
-            major,
-        );
-        match limit::check(limit, declaration, name, info.dlx.is_some()) {
-            Err(how) => return Err(SubscribeError::BadOption(format!("queue {name} {how}"))),
-            Ok(Some(warning)) => tracing::warn!(queue = %name, "amqp: {warning}"),
-            Ok(None) => {}
-        }
+    match limit::check_queue(
+        &info,
+        options.queue.delivery_limit,
+        major,
+        declaration,
+        name,
+    ) {
+        Err(how) => return Err(refused(how)),
+        Ok(Some(warning)) => tracing::warn!(queue = %name, "amqp: {warning}"),
+        Ok(None) => {}
     }
     Ok(Some(info))
 }
@@ -168,7 +165,7 @@ async fn dead_letter_queue(
     let Some((exchange, Some(dead))) = declaration
         .dead_letter
         .as_ref()
-        .and_then(crate::queue::dead_letter_target)
+        .and_then(ruststream_rabbitmq::dead_letter_target)
     else {
         return Ok(());
     };
@@ -192,7 +189,7 @@ async fn dead_letter_queue(
              declare it (declare=classic or declare=quorum)"
         )));
     }
-    let body = arguments(crate::QueueType::Classic, &Declaration::default(), None)
+    let body = arguments(QueueType::Classic, &Declaration::default(), None)
         .map_err(SubscribeError::BadOption)?;
     let made = management
         .request("PUT", &path, Some(body))
@@ -216,7 +213,7 @@ async fn bound(
     queue: &str,
     key: &str,
 ) -> Result<bool, ManagementError> {
-    let enc = crate::url::encode_segment;
+    let enc = ruststream_rabbitmq::percent::encode;
     let path = format!(
         "/bindings?src={}&dstq={}&key={}",
         enc(exchange),

@@ -41,9 +41,8 @@ use fe2o3_amqp::link::receiver::CreditMode;
 use fe2o3_amqp_types::definitions::{ReceiverSettleMode, SenderSettleMode};
 use fe2o3_amqp_types::messaging::Body;
 use fe2o3_amqp_types::primitives::Value;
-use ruststream_core::{
-    Address, BoxFuture, Inspect, InspectError, Message, Waiting, Wanted, content_id,
-};
+use ruststream_core::{Address, BoxFuture, Inspect, InspectError, Message, Waiting, content_id};
+use ruststream_rabbitmq::inspect::{self, Pass, Sweep, failed, unsupported};
 
 use crate::AmqpBroker;
 use crate::address::amqp_address;
@@ -63,14 +62,7 @@ fn queue_name(address: &Address) -> Result<String, InspectError> {
         .strip_prefix("/queues/")
         .filter(|n| !n.contains('/'))
         .and_then(|n| crate::url::decode(n).ok())
-        .ok_or_else(|| InspectError::Unsupported {
-            address: address.to_string(),
-            reason: "only queues (NAME or /queues/NAME) can be browsed".into(),
-        })
-}
-
-fn failed(what: impl std::fmt::Display) -> InspectError {
-    InspectError::Broker(what.to_string())
+        .ok_or_else(|| unsupported(address, "only queues (NAME or /queues/NAME) can be browsed"))
 }
 
 impl AmqpBroker {
@@ -81,10 +73,7 @@ impl AmqpBroker {
         let answer = management.request("GET", &queue_path(name), None).await;
         management.close().await;
         let answer = answer.map_err(failed)?;
-        let unsupported = |reason: String| InspectError::Unsupported {
-            address: address.to_string(),
-            reason,
-        };
+        let unsupported = |reason: String| unsupported(address, reason);
         match answer.status {
             200 => {}
             404 => return Err(unsupported(format!("queue {name} does not exist"))),
@@ -115,7 +104,7 @@ impl AmqpBroker {
     /// each to `keep` (which says whether to accept it), releases the rest in order;
     /// stops early once `done` and every message granted credit has been received
     /// (a quorum queue: never).
-    async fn sweep(
+    async fn receive_and_release(
         &self,
         address: &Address,
         max: u64,
@@ -202,30 +191,19 @@ impl AmqpBroker {
     }
 }
 
+impl Sweep for AmqpBroker {
+    fn sweep<'a>(&'a self, pass: Pass<'a>) -> BoxFuture<'a, Result<(), InspectError>> {
+        Box::pin(self.receive_and_release(pass.address, pass.max, pass.keep, pass.done))
+    }
+}
+
 impl Inspect for AmqpBroker {
     fn browse(
         &self,
         address: &Address,
         max: usize,
     ) -> BoxFuture<'_, Result<Vec<Waiting>, InspectError>> {
-        let address = address.clone();
-        Box::pin(async move {
-            let mut seen = Vec::new();
-            let most = u64::try_from(max).unwrap_or(u64::MAX);
-            self.sweep(
-                &address,
-                most,
-                |waiting| {
-                    if seen.len() < max {
-                        seen.push(waiting);
-                    }
-                    false
-                },
-                || false,
-            )
-            .await?;
-            Ok(seen)
-        })
+        inspect::browse(self, address, max)
     }
 
     fn remove<'a>(
@@ -233,17 +211,7 @@ impl Inspect for AmqpBroker {
         address: &'a Address,
         ids: &'a [String],
     ) -> BoxFuture<'a, Result<usize, InspectError>> {
-        Box::pin(async move {
-            let wanted = Wanted::new(ids);
-            self.sweep(
-                address,
-                u64::MAX,
-                |waiting| wanted.take(&waiting.id),
-                || wanted.is_done(),
-            )
-            .await?;
-            Ok(wanted.taken())
-        })
+        inspect::remove(self, address, ids)
     }
 }
 

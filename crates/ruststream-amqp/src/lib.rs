@@ -301,15 +301,8 @@ impl AmqpBroker {
             None
         };
         // Without a description: the documented defaults (a queue that does not count).
-        let found = info.as_ref().map_or(
-            queue::QueueFacts {
-                counts: false,
-                requeues: true,
-                dead_letters: false,
-            },
-            queue::QueueInfo::facts,
-        );
-        let counts = at_least_once && options.counts.unwrap_or(found.counts);
+        let found = options.queue.facts(info.as_ref());
+        let counts = at_least_once && found.counts;
         let capabilities = if at_least_once {
             Capabilities {
                 settles: true,
@@ -317,7 +310,7 @@ impl AmqpBroker {
                 counts,
                 delays: false,
                 max_delay: None,
-                dead_letters: options.dead_letters.unwrap_or(found.dead_letters),
+                dead_letters: found.dead_letters,
             }
         } else {
             Capabilities::NONE

@@ -231,5 +231,5 @@ fn status<B>(message: &Message<B>) -> u16 {
 
 /// The percent-encoded path of a queue's management resource.
 pub(crate) fn queue_path(name: &str) -> String {
-    format!("/queues/{}", crate::url::encode_segment(name))
+    format!("/queues/{}", ruststream_rabbitmq::percent::encode(name))
 }

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use ruststream_rabbitmq::QueueOptions;
+
 use crate::queue::QueueType;
 
 /// The default link credit of a subscription (SPEC §3).
@@ -36,10 +38,8 @@ pub enum Settle {
 pub struct SubscribeOptions {
     pub(crate) credit: u32,
     pub(crate) settle: Settle,
-    pub(crate) counts: Option<bool>,
-    pub(crate) dead_letters: Option<bool>,
     pub(crate) declare: Option<QueueType>,
-    pub(crate) delivery_limit: Option<i64>,
+    pub(crate) queue: QueueOptions,
 }
 
 impl Default for SubscribeOptions {
@@ -55,10 +55,8 @@ impl SubscribeOptions {
         Self {
             credit: DEFAULT_CREDIT,
             settle: Settle::AtLeastOnce,
-            counts: None,
-            dead_letters: None,
             declare: None,
-            delivery_limit: None,
+            queue: QueueOptions::new(),
         }
     }
 
@@ -82,7 +80,7 @@ impl SubscribeOptions {
     /// with `x-ruststream-retry-count`, and ends at the cap. Set `true` only for a queue
     /// that counts (ActiveMQ Artemis): on one that does not, a capped `retry()` never ends.
     pub const fn counts(mut self, counts: bool) -> Self {
-        self.counts = Some(counts);
+        self.queue = self.queue.counts(counts);
         self
     }
 
@@ -91,7 +89,7 @@ impl SubscribeOptions {
     /// dead-letter exchange). Retries are then always given back to the broker with
     /// `modified`, which moves spent deliveries.
     pub const fn dead_letters(mut self, dead_letters: bool) -> Self {
-        self.dead_letters = Some(dead_letters);
+        self.queue = self.queue.dead_letters(dead_letters);
         self
     }
 
@@ -112,7 +110,7 @@ impl SubscribeOptions {
     /// does not show: a `max_attempts` whose deliveries do not fit under the limit is
     /// refused at subscribe.
     pub const fn delivery_limit(mut self, limit: i64) -> Self {
-        self.delivery_limit = Some(limit);
+        self.queue = self.queue.delivery_limit(limit);
         self
     }
 }

@@ -24,14 +24,8 @@ pub(crate) fn options(
     options: &Options,
     url: &[Setting],
 ) -> Result<SubscribeOptions, SubscribeError> {
-    let mut configured = SubscribeOptions::new();
-    for setting in url.iter().chain(options.settings()) {
-        configured = apply(configured, setting)?;
-    }
-    let chosen = options
-        .get::<SubscribeOptions>()
-        .copied()
-        .unwrap_or(configured);
+    let chosen =
+        ruststream_rabbitmq::settings::configured(options, url, SubscribeOptions::new(), apply)?;
     Ok(match options.get::<Settle>() {
         Some(settle) => chosen.settle(*settle),
         None => chosen,
@@ -39,6 +33,12 @@ pub(crate) fn options(
 }
 
 fn apply(options: SubscribeOptions, setting: &Setting) -> Result<SubscribeOptions, SubscribeError> {
+    if let Some(queue) = ruststream_rabbitmq::settings::apply(options.queue, setting) {
+        return Ok(SubscribeOptions {
+            queue: queue?,
+            ..options
+        });
+    }
     Ok(match setting.key.as_str() {
         "credit" => {
             let credit: u32 = setting.number()?;
@@ -56,13 +56,6 @@ fn apply(options: SubscribeOptions, setting: &Setting) -> Result<SubscribeOption
             "stream" => options.declare(QueueType::Stream),
             _ => options.declare(QueueType::Classic),
         },
-        "counts" => options.counts(setting.flag()?),
-        "dead_letters" => options.dead_letters(setting.flag()?),
-        "delivery_limit" => options.delivery_limit(
-            setting
-                .number()
-                .map_err(|_| setting.invalid("expected a whole number (negative: none)"))?,
-        ),
         _ => return Err(setting.unknown("amqp", KEYS)),
     })
 }

@@ -93,37 +93,7 @@ fn split_host_port(hostport: &str) -> Result<(&str, Option<&str>), ConnectError>
 
 /// Percent-decodes one URL component.
 pub(crate) fn decode(s: &str) -> Result<String, ConnectError> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = bytes
-                .get(i + 1..i + 3)
-                .and_then(|h| std::str::from_utf8(h).ok())
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .ok_or_else(|| ConnectError::BadUrl("bad percent escape".into()))?;
-            out.push(hex);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).map_err(|_| ConnectError::BadUrl("not utf-8 after decoding".into()))
-}
-
-/// Percent-encodes a name for an AMQP address path segment (RabbitMQ v2 addresses).
-pub(crate) fn encode_segment(name: &str) -> String {
-    let mut out = String::with_capacity(name.len());
-    for b in name.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    ruststream_rabbitmq::percent::decode(s).map_err(|e| ConnectError::BadUrl(e.to_string()))
 }
 
 #[cfg(test)]
@@ -166,11 +136,5 @@ mod tests {
     fn debug_hides_password() {
         let u = BrokerUrl::parse("amqp://guest:secret@h").unwrap();
         assert!(!format!("{u:?}").contains("secret"));
-    }
-
-    #[test]
-    fn encodes_segments() {
-        assert_eq!(encode_segment("a.b-c_d"), "a.b-c_d");
-        assert_eq!(encode_segment("a b/c"), "a%20b%2Fc");
     }
 }

@@ -5,7 +5,9 @@
 //! `/exchanges/NAME` with an empty key) publishes to an exchange. Segments are
 //! percent-decoded.
 
-use std::fmt;
+use ruststream_rabbitmq::{Node, node};
+
+pub(crate) use ruststream_rabbitmq::BadAddress;
 
 /// Where a publish goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -14,52 +16,26 @@ pub(crate) struct Target {
     pub(crate) routing_key: String,
 }
 
-/// Why an address cannot be used.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) struct BadAddress(pub(crate) String);
-
-impl fmt::Display for BadAddress {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
 /// Where a publish to `address` goes.
 pub(crate) fn target(address: &str) -> Result<Target, BadAddress> {
-    if let Some(rest) = address.strip_prefix("/exchanges/") {
-        let (exchange, key) = rest.split_once('/').unwrap_or((rest, ""));
-        let exchange = decode(exchange, address)?;
-        if exchange.is_empty() {
-            return Err(BadAddress(format!(
-                "{address}: the default exchange is addressed by queue name"
-            )));
-        }
-        return Ok(Target {
-            exchange: short(exchange, address)?,
-            routing_key: short(decode(key, address)?, address)?,
-        });
-    }
+    let (exchange, routing_key) = match node(address)? {
+        Node::Exchange { name, key } => (name, key.unwrap_or_default()),
+        Node::Queue(queue) => (String::new(), queue),
+    };
     Ok(Target {
-        exchange: String::new(),
-        routing_key: queue(address)?,
+        exchange: short(exchange, address)?,
+        routing_key: short(routing_key, address)?,
     })
 }
 
 /// The queue a subscription to `address` reads.
 pub(crate) fn queue(address: &str) -> Result<String, BadAddress> {
-    let name = match address.strip_prefix("/queues/") {
-        Some(name) => decode(name, address)?,
-        None if address.starts_with('/') => {
-            return Err(BadAddress(format!(
-                "{address}: not a queue (a name, or /queues/NAME)"
-            )));
-        }
-        None => address.to_owned(),
-    };
-    if name.is_empty() {
-        return Err(BadAddress("an empty queue name".into()));
+    match node(address)? {
+        Node::Queue(queue) => short(queue, address),
+        Node::Exchange { .. } => Err(BadAddress(format!(
+            "{address}: not a queue (a name, or /queues/NAME)"
+        ))),
     }
-    short(name, address)
 }
 
 /// AMQP 0-9-1 names are short strings: at most 255 bytes.
@@ -70,27 +46,6 @@ fn short(name: String, address: &str) -> Result<String, BadAddress> {
         )));
     }
     Ok(name)
-}
-
-fn decode(segment: &str, address: &str) -> Result<String, BadAddress> {
-    let bytes = segment.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = bytes
-                .get(i + 1..i + 3)
-                .and_then(|h| std::str::from_utf8(h).ok())
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .ok_or_else(|| BadAddress(format!("{address}: bad percent-encoding")))?;
-            out.push(hex);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).map_err(|_| BadAddress(format!("{address}: not UTF-8 once decoded")))
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@
 
 use lapin::types::{AMQPValue, FieldTable};
 use ruststream_core::Message;
+use ruststream_rabbitmq::Death;
 
 /// RabbitMQ's dead-lettering headers, left out once read.
 const RABBITMQ_HEADERS: &[&str] = &[
@@ -23,16 +24,6 @@ const RABBITMQ_HEADERS: &[&str] = &[
     "x-last-death-reason",
     "x-last-death-exchange",
 ];
-
-/// What RabbitMQ says about a dead letter it moved.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub(crate) struct Death {
-    pub(crate) queue: Option<String>,
-    pub(crate) reason: Option<String>,
-    pub(crate) count: Option<i64>,
-    /// Seconds since the Unix epoch.
-    pub(crate) time: Option<u64>,
-}
 
 /// RabbitMQ's account of the last dead-lettering in `table` (a message's headers):
 /// `x-death`'s first entry, else `x-last-death-*`, else `x-first-death-*`; `None` if
@@ -50,45 +41,26 @@ pub(crate) fn death(table: &FieldTable) -> Option<Death> {
     {
         death.queue = text(last, "queue");
         death.reason = text(last, "reason");
-        death.count = last.inner().get("count").and_then(crate::queue::integer);
-        death.time = match last.inner().get("time") {
-            Some(AMQPValue::Timestamp(t)) => Some(*t),
+        death.count = last
+            .inner()
+            .get("count")
+            .and_then(crate::queue::integer)
+            .and_then(|c| u64::try_from(c).ok());
+        // Seconds since the Unix epoch.
+        death.at_ms = match last.inner().get("time") {
+            Some(AMQPValue::Timestamp(t)) => Some(t.saturating_mul(1000)),
             _ => None,
         };
     }
-    for prefix in ["x-last-death", "x-first-death"] {
-        death.queue = death
-            .queue
-            .or_else(|| text(table, &format!("{prefix}-queue")));
-        death.reason = death
-            .reason
-            .or_else(|| text(table, &format!("{prefix}-reason")));
-    }
-    (death != Death::default()).then_some(death)
+    death.completed(|key| text(table, key))
 }
 
 /// `message` as the dead-letter tools show it: a dead letter RabbitMQ moved itself
 /// (`table`: its headers as they came) gets the runtime's headers from RabbitMQ's, and
 /// loses RabbitMQ's; one the runtime published (it has `x-ruststream-dead-letter-from`)
 /// and any other message stay as they are.
-pub(crate) fn described(mut message: Message, table: Option<&FieldTable>) -> Message {
-    if ruststream_rabbitmq::is_runtime_dead_letter(&message) {
-        return message;
-    }
-    let Some(death) = table.and_then(death) else {
-        return message;
-    };
-    for name in RABBITMQ_HEADERS {
-        message.headers.remove(name);
-    }
-    ruststream_rabbitmq::Death {
-        queue: death.queue,
-        reason: death.reason,
-        count: death.count.and_then(|c| u64::try_from(c).ok()),
-        at_ms: death.time.map(|t| t.saturating_mul(1000)),
-    }
-    .describe(&mut message);
-    message
+pub(crate) fn described(message: Message, table: Option<&FieldTable>) -> Message {
+    ruststream_rabbitmq::described(message, || table.and_then(death), RABBITMQ_HEADERS)
 }
 
 #[cfg(test)]

@@ -80,19 +80,33 @@ pub(crate) async fn find_out(
         }
     };
     tracing::debug!(queue, kind = %info.kind, "lapin: queue found (made if it was missing)");
-    queue::check(&info, &spec.declaration, options.declare, queue)
-        .map_err(|how| SubscribeError::BadOption(format!("queue {queue} {how}")))?;
+    let refused = |how: String| SubscribeError::BadOption(format!("queue {queue} {how}"));
+    let declared = options.declare.map(QueueType::name);
+    if let Some(binding) =
+        ruststream_rabbitmq::check(&info, &spec.declaration, declared, queue).map_err(refused)?
+    {
+        // AMQP 0-9-1 cannot read bindings: whether the exchange reaches the queue is not
+        // known, so the mount must name the exchange itself.
+        return Err(refused(format!(
+            "dead-letters through {}, which cannot be checked against dead_letter {}: name \
+             it as /exchanges/{}{}",
+            binding.route(),
+            binding.queue,
+            binding.exchange,
+            binding.key.map(|k| format!("/{k}")).unwrap_or_default()
+        )));
+    }
     dead_letter_exists(connection, spec, kind.is_some()).await?;
-    if info.kind == "quorum" || options.delivery_limit.is_some() {
+    if limit::applies(&info, options.queue.delivery_limit) {
         let major = version.major().await;
-        let limit = limit::effective(
-            &info.kind,
-            info.delivery_limit,
-            options.delivery_limit,
+        match limit::check_queue(
+            &info,
+            options.queue.delivery_limit,
             major,
-        );
-        match limit::check(limit, &spec.declaration, queue, info.dlx.is_some()) {
-            Err(how) => return Err(SubscribeError::BadOption(format!("queue {queue} {how}"))),
+            &spec.declaration,
+            queue,
+        ) {
+            Err(how) => return Err(refused(how)),
             Ok(Some(warning)) => tracing::warn!(queue, "lapin: {warning}"),
             Ok(None) => {}
         }
@@ -115,7 +129,7 @@ async fn dead_letter_exists(
     let Some(address) = spec.declaration.dead_letter.as_ref() else {
         return Ok(());
     };
-    let Some((exchange, key)) = queue::dead_letter_target(address) else {
+    let Some((exchange, key)) = ruststream_rabbitmq::dead_letter_target(address) else {
         return Ok(());
     };
     if !exchange.is_empty() {

@@ -30,16 +30,11 @@
 
 use lapin::options::{BasicAckOptions, BasicGetOptions, BasicNackOptions};
 use lapin::{Channel, Connection};
-use ruststream_core::{
-    Address, BoxFuture, Inspect, InspectError, Message, Waiting, Wanted, content_id,
-};
+use ruststream_core::{Address, BoxFuture, Inspect, InspectError, Message, Waiting, content_id};
+use ruststream_rabbitmq::inspect::{self, Pass, Sweep, failed, unsupported};
 
 use crate::LapinBroker;
 use crate::probe::{self, Found, ProbeError};
-
-fn failed(what: impl std::fmt::Display) -> InspectError {
-    InspectError::Broker(what.to_string())
-}
 
 impl LapinBroker {
     /// The queue `address` names, checked to be a classic queue that exists.
@@ -48,10 +43,7 @@ impl LapinBroker {
         connection: &Connection,
         address: &Address,
     ) -> Result<String, InspectError> {
-        let unsupported = |reason: String| InspectError::Unsupported {
-            address: address.to_string(),
-            reason,
-        };
+        let unsupported = |reason: String| unsupported(address, reason);
         let queue = crate::address::queue(address.as_str())
             .map_err(|e| unsupported(format!("only queues can be browsed ({e})")))?;
         let found = probe::describe(connection, &queue, &[], None)
@@ -82,7 +74,7 @@ impl LapinBroker {
     /// Gets the queue's messages one by one (at most as many as it held at the first
     /// get), hands each to `keep` (which says whether to acknowledge it), and stops
     /// once `done` says so or the queue has no more; then returns every message held.
-    async fn sweep(
+    async fn get_and_return(
         &self,
         address: &Address,
         mut keep: impl FnMut(Waiting) -> bool + Send,
@@ -115,7 +107,7 @@ impl LapinBroker {
     }
 }
 
-/// The `basic.get` loop of [`LapinBroker::sweep`]: the tag of the last message got and
+/// The `basic.get` loop of [`LapinBroker::get_and_return`]: the tag of the last message got and
 /// held (to return all held at once), if any.
 async fn get_all(
     channel: &Channel,
@@ -157,29 +149,19 @@ async fn get_all(
     Ok(last_held)
 }
 
+impl Sweep for LapinBroker {
+    fn sweep<'a>(&'a self, pass: Pass<'a>) -> BoxFuture<'a, Result<(), InspectError>> {
+        Box::pin(self.get_and_return(pass.address, pass.keep, pass.done))
+    }
+}
+
 impl Inspect for LapinBroker {
     fn browse(
         &self,
         address: &Address,
         max: usize,
     ) -> BoxFuture<'_, Result<Vec<Waiting>, InspectError>> {
-        let address = address.clone();
-        Box::pin(async move {
-            let seen = std::sync::Mutex::new(Vec::new());
-            let full = || seen.lock().map_or(true, |s| s.len() >= max);
-            self.sweep(
-                &address,
-                |waiting| {
-                    if let Ok(mut seen) = seen.lock() {
-                        seen.push(waiting);
-                    }
-                    false
-                },
-                full,
-            )
-            .await?;
-            Ok(seen.into_inner().unwrap_or_default())
-        })
+        inspect::browse(self, address, max)
     }
 
     fn remove<'a>(
@@ -187,15 +169,6 @@ impl Inspect for LapinBroker {
         address: &'a Address,
         ids: &'a [String],
     ) -> BoxFuture<'a, Result<usize, InspectError>> {
-        Box::pin(async move {
-            let wanted = Wanted::new(ids);
-            self.sweep(
-                address,
-                |waiting| wanted.take(&waiting.id),
-                || wanted.is_done(),
-            )
-            .await?;
-            Ok(wanted.taken())
-        })
+        inspect::remove(self, address, ids)
     }
 }

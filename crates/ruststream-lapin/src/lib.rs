@@ -301,16 +301,8 @@ impl LapinBroker {
         let queue =
             address::queue(spec.address.as_str()).map_err(|e| SubscribeError::BadAddress(e.0))?;
         let info = self.find_out(&queue, &options, &spec).await?;
-        let found = info.as_ref().map_or(
-            queue::QueueFacts {
-                counts: false,
-                requeues: true,
-                dead_letters: false,
-            },
-            QueueInfo::facts,
-        );
-        let counts = options.counts.unwrap_or(found.counts);
-        let dead_letters = options.dead_letters.unwrap_or(found.dead_letters);
+        let found = options.queue.facts(info.as_ref());
+        let (counts, dead_letters) = (found.counts, found.dead_letters);
         let delays = retry::delays(
             info.as_ref(),
             dead_letters,

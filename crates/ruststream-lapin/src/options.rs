@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use ruststream_core::BrokerOption;
 
+use ruststream_rabbitmq::QueueOptions;
+
 use crate::queue::QueueType;
 
 /// The most deliveries a subscription holds unsettled when the mount asks for more
@@ -30,9 +32,7 @@ pub struct SubscribeOptions {
     pub(crate) prefetch: Option<u16>,
     pub(crate) declare: Option<QueueType>,
     pub(crate) never_declare: bool,
-    pub(crate) counts: Option<bool>,
-    pub(crate) dead_letters: Option<bool>,
-    pub(crate) delivery_limit: Option<i64>,
+    pub(crate) queue: QueueOptions,
     /// A reply queue `replies` has just declared (classic, `x-expires`): not probed.
     pub(crate) reply_queue: bool,
 }
@@ -45,9 +45,7 @@ impl SubscribeOptions {
             prefetch: None,
             declare: None,
             never_declare: false,
-            counts: None,
-            dead_letters: None,
-            delivery_limit: None,
+            queue: QueueOptions::new(),
             reply_queue: false,
         }
     }
@@ -87,7 +85,7 @@ impl SubscribeOptions {
     /// Whether the queue counts requeues in `x-delivery-count`, overriding what was
     /// found out (quorum queues count; classic queues and streams do not).
     pub const fn counts(mut self, counts: bool) -> Self {
-        self.counts = Some(counts);
+        self.queue = self.queue.counts(counts);
         self
     }
 
@@ -96,7 +94,7 @@ impl SubscribeOptions {
     /// `x-dead-letter-exchange` arguments does). Set it for a queue whose limit and
     /// dead-letter exchange come from a policy, which the adapter cannot read.
     pub const fn dead_letters(mut self, dead_letters: bool) -> Self {
-        self.dead_letters = Some(dead_letters);
+        self.queue = self.queue.dead_letters(dead_letters);
         self
     }
 
@@ -106,7 +104,7 @@ impl SubscribeOptions {
     /// policy's `delivery-limit`, which the adapter cannot read: a `max_attempts` whose
     /// deliveries do not fit under the limit is refused at subscribe.
     pub const fn delivery_limit(mut self, limit: i64) -> Self {
-        self.delivery_limit = Some(limit);
+        self.queue = self.queue.delivery_limit(limit);
         self
     }
 }

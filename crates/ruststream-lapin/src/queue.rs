@@ -12,10 +12,8 @@
 //! `n − 1`.
 
 use lapin::types::{AMQPValue, FieldTable, LongString};
-use ruststream_core::{Address, Declaration};
+use ruststream_core::Declaration;
 use ruststream_rabbitmq::Arg;
-
-use crate::address;
 
 /// The type of a RabbitMQ queue, for [`SubscribeOptions::declare`](crate::SubscribeOptions::declare).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -37,7 +35,7 @@ impl QueueType {
     }
 }
 
-pub(crate) use ruststream_rabbitmq::{QueueFacts, QueueInfo, delivery_limit};
+pub(crate) use ruststream_rabbitmq::{QueueInfo, dead_letter_target, delivery_limit};
 
 /// Reads a queue's arguments (as the probe found them) into what it is.
 pub(crate) fn from_arguments(args: &FieldTable) -> QueueInfo {
@@ -65,19 +63,6 @@ pub(crate) fn integer(value: &AMQPValue) -> Option<i64> {
         AMQPValue::LongLongInt(n) => *n,
         _ => return None,
     })
-}
-
-/// Where a dead-letter address is, as an exchange and a routing key: a queue `Q` is the
-/// default exchange with key `Q`; `/exchanges/X/K` is `X`, `K` (no key: `None`).
-pub(crate) fn dead_letter_target(dead: &Address) -> Option<(String, Option<String>)> {
-    let a = dead.as_str();
-    if let Some(rest) = a.strip_prefix("/exchanges/") {
-        let target = address::target(a).ok()?;
-        let has_key = rest.contains('/');
-        return Some((target.exchange, has_key.then_some(target.routing_key)));
-    }
-    let queue = address::queue(a).ok()?;
-    Some((String::new(), Some(queue)))
 }
 
 /// The values a queue made for `declaration` may have (those this adapter declares, the
@@ -118,19 +103,8 @@ pub(crate) fn arguments(
     declaration: &Declaration,
     major: Option<u32>,
 ) -> Result<FieldTable, String> {
-    let target = match declaration
-        .dead_letter
-        .as_ref()
-        .filter(|_| kind == QueueType::Quorum)
-    {
-        Some(dead) => Some(
-            dead_letter_target(dead)
-                .ok_or_else(|| format!("dead letter {dead} is not a queue or an exchange"))?,
-        ),
-        None => None,
-    };
     let mut args = FieldTable::default();
-    for (name, value) in ruststream_rabbitmq::arguments(kind.name(), declaration, major, target) {
+    for (name, value) in ruststream_rabbitmq::arguments(kind.name(), declaration, major)? {
         let value = match value {
             Arg::Text(s) => AMQPValue::LongString(LongString::from(s.into_bytes())),
             Arg::Int(n) => AMQPValue::LongLongInt(n),
@@ -140,109 +114,10 @@ pub(crate) fn arguments(
     Ok(args)
 }
 
-/// Differences between a queue and the mount's declaration that would make the broker
-/// and the runtime disagree: a declared type that is not the queue's, a delivery limit
-/// that stops deliveries before `max_attempts` (or, where the queue dead-letters itself
-/// or the mount declared it, any other limit than `max_attempts − 1`), a dead-letter
-/// target that is not `dead_letter`. `Err` says how.
-pub(crate) fn check(
-    info: &QueueInfo,
-    declaration: &Declaration,
-    declared: Option<QueueType>,
-    queue: &str,
-) -> Result<(), String> {
-    // An existing queue's arguments cannot be changed (and a policy cannot raise a
-    // delivery limit an argument sets): the queue is made again.
-    let remake = format!(
-        "make the queue again: `rabbitmqctl delete_queue {queue}` (its messages go with it), \
-         then start the service, which declares it as the mount implies"
-    );
-    if let Some(kind) = declared
-        && kind.name() != info.kind
-    {
-        return Err(format!(
-            "is a {} queue, declared {}; fix: declare={} on the mount, or {remake}",
-            info.kind,
-            kind.name(),
-            info.kind
-        ));
-    }
-    let strict = info.dead_letters_itself() || declared.is_some();
-    if info.kind == "quorum"
-        && let (Some(limit), Some(n)) = (info.delivery_limit, declaration.max_attempts)
-        && limit >= 0
-    {
-        let wanted = delivery_limit(n.get());
-        // A larger limit never cuts the runtime's cap short, unless the broker enforces it.
-        let agrees = if strict {
-            limit == wanted
-        } else {
-            limit >= wanted
-        };
-        if !agrees {
-            return Err(format!(
-                "has x-delivery-limit {limit}, max_attempts({n}) needs {wanted}; fix: \
-                 max_attempts({}) on the mount, or {remake}",
-                limit + 1
-            ));
-        }
-    }
-    // The dead-letter target must agree where the broker dead-letters: a queue that does
-    // it itself, or a quorum queue the mount declared (a declared classic queue has no
-    // dead-letter exchange: the runtime dead-letters for it).
-    let broker_dead_letters =
-        info.dead_letters_itself() || declared.is_some_and(|kind| kind == QueueType::Quorum);
-    let Some(dead) = declaration
-        .dead_letter
-        .as_ref()
-        .filter(|_| broker_dead_letters)
-    else {
-        return Ok(());
-    };
-    let differs = |has: &str| {
-        Err(format!(
-            "dead-letters to {has}, dead_letter is {dead}; fix: the dead_letter the queue \
-             dead-letters to on the mount, or {remake}"
-        ))
-    };
-    let Some(dlx) = info.dlx.as_deref() else {
-        return differs("nowhere (no x-dead-letter-exchange)");
-    };
-    let has = match &info.dlrk {
-        Some(k) => format!("exchange {dlx:?} key {k:?}"),
-        None => format!("exchange {dlx:?} with the message's own key"),
-    };
-    let Some((exchange, key)) = dead_letter_target(dead) else {
-        return differs(&has);
-    };
-    let agrees = exchange == dlx
-        && match (key.as_deref(), info.dlrk.as_deref()) {
-            (Some(k), Some(h)) => k == h,
-            // The default exchange routes by key: the message's own would not reach it.
-            (_, None) => !exchange.is_empty(),
-            (None, Some(_)) => true,
-        };
-    if agrees {
-        Ok(())
-    } else if exchange.is_empty() && !dlx.is_empty() {
-        // AMQP 0-9-1 cannot read bindings: whether the exchange reaches the queue is
-        // not known, so the mount must name the exchange itself.
-        Err(format!(
-            "dead-letters through {has}, which cannot be checked against dead_letter {dead}: \
-             name it as /exchanges/{dlx}{}",
-            info.dlrk
-                .as_deref()
-                .map(|k| format!("/{k}"))
-                .unwrap_or_default()
-        ))
-    } else {
-        differs(&has)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ruststream_core::Address;
     use std::num::NonZeroU32;
 
     fn quorum(limit: Option<i64>, dlx: Option<&str>, dlrk: Option<&str>) -> QueueInfo {
@@ -263,52 +138,13 @@ mod tests {
     }
 
     #[test]
-    fn a_queue_dead_lettering_itself_must_match_the_cap_exactly() {
-        let q = quorum(Some(2), Some(""), Some("dead"));
-        assert_eq!(check(&q, &declared(3, Some("dead")), None, "q"), Ok(()));
-        let e = check(&q, &declared(4, Some("dead")), None, "q").expect_err("off by one");
-        assert!(
-            e.contains("x-delivery-limit 2, max_attempts(4) needs 3"),
-            "{e}"
-        );
-        let e = check(&q, &declared(3, Some("other")), None, "q").expect_err("elsewhere");
-        assert!(e.contains("dead_letter is other"), "{e}");
-        let e = check(&q, &declared(3, None), Some(QueueType::Classic), "q").expect_err("type");
-        assert!(e.contains("is a quorum queue, declared classic"), "{e}");
-    }
-
-    #[test]
-    fn a_larger_limit_is_fine_where_the_runtime_caps() {
-        let q = quorum(Some(10), None, None);
-        assert_eq!(check(&q, &declared(3, Some("dead")), None, "q"), Ok(()));
-        let e = check(&q, &declared(20, None), None, "q").expect_err("cut short");
-        assert!(e.contains("needs 19"), "{e}");
-    }
-
-    #[test]
-    fn an_exchange_dead_letter_must_be_named_as_such() {
-        let q = quorum(Some(2), Some("dlx"), Some("k"));
-        assert_eq!(
-            check(&q, &declared(3, Some("/exchanges/dlx/k")), None, "q"),
-            Ok(())
-        );
-        let e = check(&q, &declared(3, Some("dead")), None, "q").expect_err("binding unknown");
-        assert!(e.contains("/exchanges/dlx/k"), "{e}");
-    }
-
-    #[test]
     fn declared_arguments() {
         let args = arguments(QueueType::Quorum, &declared(3, Some("dead")), Some(4)).expect("ok");
         let info = from_arguments(&args);
         assert_eq!(info, quorum(Some(2), Some(""), Some("dead")));
         assert_eq!(
-            check(
-                &info,
-                &declared(3, Some("dead")),
-                Some(QueueType::Quorum),
-                "q"
-            ),
-            Ok(())
+            ruststream_rabbitmq::check(&info, &declared(3, Some("dead")), Some("quorum"), "q"),
+            Ok(None)
         );
         let classic = arguments(QueueType::Classic, &Declaration::default(), Some(4)).expect("ok");
         assert_eq!(from_arguments(&classic).kind, "classic");
@@ -318,13 +154,8 @@ mod tests {
         let info = from_arguments(&classic);
         assert_eq!(info.dlx, None);
         assert_eq!(
-            check(
-                &info,
-                &declared(3, Some("dead")),
-                Some(QueueType::Classic),
-                "q"
-            ),
-            Ok(())
+            ruststream_rabbitmq::check(&info, &declared(3, Some("dead")), Some("classic"), "q"),
+            Ok(None)
         );
     }
 }

@@ -32,17 +32,16 @@ pub(crate) fn options(
     options: &Options,
     url: &[Setting],
 ) -> Result<SubscribeOptions, SubscribeError> {
-    let mut configured = SubscribeOptions::new();
-    for setting in url.iter().chain(options.settings()) {
-        configured = apply(configured, setting)?;
-    }
-    Ok(options
-        .get::<SubscribeOptions>()
-        .copied()
-        .unwrap_or(configured))
+    ruststream_rabbitmq::settings::configured(options, url, SubscribeOptions::new(), apply)
 }
 
 fn apply(options: SubscribeOptions, setting: &Setting) -> Result<SubscribeOptions, SubscribeError> {
+    if let Some(queue) = ruststream_rabbitmq::settings::apply(options.queue, setting) {
+        return Ok(SubscribeOptions {
+            queue: queue?,
+            ..options
+        });
+    }
     Ok(match setting.key.as_str() {
         "prefetch" => {
             let prefetch: u16 = setting
@@ -58,13 +57,6 @@ fn apply(options: SubscribeOptions, setting: &Setting) -> Result<SubscribeOption
             "never" => options.never_declare(),
             _ => options.declare(QueueType::Classic),
         },
-        "counts" => options.counts(setting.flag()?),
-        "dead_letters" => options.dead_letters(setting.flag()?),
-        "delivery_limit" => options.delivery_limit(
-            setting
-                .number()
-                .map_err(|_| setting.invalid("expected a whole number (negative: none)"))?,
-        ),
         _ => return Err(setting.unknown("lapin", KEYS)),
     })
 }

@@ -16,6 +16,8 @@
 
 use ruststream_core::Declaration;
 
+use crate::QueueInfo;
+
 /// RabbitMQ 4's delivery limit of a quorum queue that sets none.
 pub const RABBITMQ4_DEFAULT: i64 = 20;
 
@@ -139,6 +141,25 @@ pub fn check(
     }
 }
 
+/// Whether queue `info` has a delivery limit to check: a quorum queue's, or one the mount
+/// states (`stated`, its `delivery_limit`).
+pub fn applies(info: &QueueInfo, stated: Option<i64>) -> bool {
+    info.kind == "quorum" || stated.is_some()
+}
+
+/// [`check`] of the limit queue `info` (named `queue`) enforces on a broker of `major`,
+/// with the mount's `stated` limit (see [`effective`]).
+pub fn check_queue(
+    info: &QueueInfo,
+    stated: Option<i64>,
+    major: Option<u32>,
+    declaration: &Declaration,
+    queue: &str,
+) -> Result<Option<String>, String> {
+    let limit = effective(&info.kind, info.delivery_limit, stated, major);
+    check(limit, declaration, queue, info.dlx.is_some())
+}
+
 /// The `x-delivery-limit` a quorum queue made for a mount without `max_attempts` needs on
 /// a broker of `major`: `-1` on RabbitMQ 4 (else its default removes messages after 21
 /// deliveries), none on RabbitMQ 3.
@@ -218,6 +239,28 @@ mod tests {
             check(Limit::Unknown, &capped(Some(5)), "orders", true),
             Ok(None)
         );
+    }
+
+    #[test]
+    fn a_queue_is_checked_with_its_own_limit() {
+        let quorum = QueueInfo {
+            kind: "quorum".into(),
+            delivery_limit: Some(4),
+            ..QueueInfo::default()
+        };
+        assert!(applies(&quorum, None));
+        let e = check_queue(&quorum, None, Some(4), &capped(Some(6)), "q").expect_err("above");
+        assert!(e.contains("x-delivery-limit 4"), "{e}");
+        assert_eq!(
+            check_queue(&quorum, None, Some(4), &capped(Some(5)), "q"),
+            Ok(None)
+        );
+        let classic = QueueInfo {
+            kind: "classic".into(),
+            ..QueueInfo::default()
+        };
+        assert!(!applies(&classic, None) && applies(&classic, Some(3)));
+        assert!(check_queue(&classic, Some(3), Some(4), &capped(Some(6)), "q").is_err());
     }
 
     #[test]

@@ -13,6 +13,8 @@
 
 use ruststream_core::Declaration;
 
+use crate::address::dead_letter_target;
+
 /// A queue as the broker described it: its type and the arguments that decide how it
 /// settles.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -82,8 +84,8 @@ pub enum Arg {
 }
 
 /// The arguments a declaration gives a new queue of `kind` (`classic`, `quorum`,
-/// `stream`) on a broker of `major` version, with `dead_letter` the mount's dead letter
-/// as an exchange and a routing key (the adapter reads its own address forms).
+/// `stream`) on a broker of `major` version; `Err` where the mount's dead letter is no
+/// queue or exchange (see [`dead_letter_target`]).
 ///
 /// A quorum queue gets `x-delivery-limit` = `max_attempts − 1` (without `max_attempts`:
 /// `-1` on RabbitMQ 4, whose default would remove messages after 21 deliveries), and the
@@ -96,11 +98,10 @@ pub fn arguments(
     kind: &str,
     declaration: &Declaration,
     major: Option<u32>,
-    dead_letter: Option<(String, Option<String>)>,
-) -> Vec<(&'static str, Arg)> {
+) -> Result<Vec<(&'static str, Arg)>, String> {
     let mut args = vec![("x-queue-type", Arg::Text(kind.to_owned()))];
     if kind != "quorum" {
-        return args;
+        return Ok(args);
     }
     let limit = match declaration.max_attempts {
         Some(n) => Some(delivery_limit(n.get())),
@@ -109,7 +110,9 @@ pub fn arguments(
     if let Some(limit) = limit {
         args.push(("x-delivery-limit", Arg::Int(limit)));
     }
-    if let Some((exchange, key)) = dead_letter {
+    if let Some(dead) = &declaration.dead_letter {
+        let (exchange, key) = dead_letter_target(dead)
+            .ok_or_else(|| format!("dead letter {dead} is not a queue or an exchange"))?;
         args.push(("x-dead-letter-exchange", Arg::Text(exchange)));
         if let Some(key) = key {
             args.push(("x-dead-letter-routing-key", Arg::Text(key)));
@@ -117,12 +120,13 @@ pub fn arguments(
         args.push(("x-dead-letter-strategy", Arg::Text("at-least-once".into())));
         args.push(("x-overflow", Arg::Text("reject-publish".into())));
     }
-    args
+    Ok(args)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ruststream_core::Address;
     use std::num::NonZeroU32;
 
     fn quorum(limit: Option<i64>, dlx: Option<&str>) -> QueueInfo {
@@ -156,10 +160,10 @@ mod tests {
     fn declared_arguments() {
         let capped = Declaration {
             max_attempts: NonZeroU32::new(3),
+            dead_letter: Some(Address::from("dead")),
             ..Declaration::default()
         };
-        let target = Some((String::new(), Some("dead".to_owned())));
-        let args = arguments("quorum", &capped, Some(4), target.clone());
+        let args = arguments("quorum", &capped, Some(4)).expect("ok");
         let text = |s: &str| Arg::Text(s.into());
         assert_eq!(
             args,
@@ -174,15 +178,21 @@ mod tests {
         );
         // A classic queue gets no dead-letter exchange and no limit.
         assert_eq!(
-            arguments("classic", &capped, Some(4), target),
-            [("x-queue-type", text("classic"))]
+            arguments("classic", &capped, Some(4)),
+            Ok(vec![("x-queue-type", text("classic"))])
         );
         // No cap: no limit, which RabbitMQ 4 must be told.
         let none = Declaration::default();
-        assert!(
-            arguments("quorum", &none, Some(4), None).contains(&("x-delivery-limit", Arg::Int(-1)))
-        );
-        assert_eq!(arguments("quorum", &none, Some(3), None).len(), 1);
+        let args = arguments("quorum", &none, Some(4)).expect("ok");
+        assert!(args.contains(&("x-delivery-limit", Arg::Int(-1))));
+        assert_eq!(arguments("quorum", &none, Some(3)).map(|a| a.len()), Ok(1));
         assert_eq!(delivery_limit(5), 4);
+        // A dead letter that is neither a queue nor an exchange is named.
+        let nowhere = Declaration {
+            dead_letter: Some(Address::from("/topics/t")),
+            ..Declaration::default()
+        };
+        let error = arguments("quorum", &nowhere, Some(4)).expect_err("refused");
+        assert!(error.contains("/topics/t"), "{error}");
     }
 }
