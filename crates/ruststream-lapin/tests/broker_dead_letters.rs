@@ -104,3 +104,64 @@ async fn broker_moved_dead_letters_read_as_the_runtimes_v3() {
 async fn broker_moved_dead_letters_read_as_the_runtimes_v4() {
     broker_moved_dead_letters_read_as_the_runtimes(Rabbit::V4).await;
 }
+
+/// A service with default options on a queue the adapter declares (it dead-letters
+/// itself): a spent retry is rejected and RabbitMQ moves it; the service logs it as
+/// dead-lettered by the broker, naming the dead letter, and counts it.
+async fn a_broker_dead_letter_is_logged_and_counted(rabbit: Rabbit) {
+    let logs = ruststream_conformance::logs::logs();
+    let (queue, dead) = (unique("counted"), unique("counted-dead"));
+    let metrics = ruststream::observe::Metrics::new();
+    let running = ruststream::App::new(broker(rabbit).await)
+        .metrics(&metrics)
+        .mount(
+            ruststream::Mount::new(queue.as_str())
+                .max_attempts(2)
+                .dead_letter(dead.as_str()),
+            |_: String| async { ruststream::retry() },
+        )
+        .start()
+        .await
+        .expect("starts");
+    running
+        .publisher()
+        .publish(queue.as_str(), &"doomed")
+        .await
+        .expect("sent");
+    let moved = support::until(Duration::from_secs(20), || {
+        logs.line_with(&["dead-lettered by the broker", &queue])
+            .is_some()
+    })
+    .await;
+    assert!(moved, "no log line: {}", logs.text());
+    let line = logs
+        .line_with(&["dead-lettered by the broker", &queue])
+        .expect("the line");
+    assert!(line.contains(&format!("dead_letter=\"{dead}\"")), "{line}");
+    let mut arrived = 0;
+    for _ in 0..100 {
+        arrived = waiting(rabbit, &dead).await;
+        if arrived == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(arrived, 1, "RabbitMQ moved it");
+    let text = metrics.render();
+    let series =
+        format!("ruststream_broker_dead_letters_total{{messaging_destination_name=\"{queue}\"}} 1");
+    assert!(text.contains(&series), "{text}");
+    running.stop().await.expect("stops");
+    support::delete(rabbit, &queue).await;
+    support::delete(rabbit, &dead).await;
+}
+
+#[tokio::test]
+async fn a_broker_dead_letter_is_logged_and_counted_v3() {
+    a_broker_dead_letter_is_logged_and_counted(Rabbit::V3).await;
+}
+
+#[tokio::test]
+async fn a_broker_dead_letter_is_logged_and_counted_v4() {
+    a_broker_dead_letter_is_logged_and_counted(Rabbit::V4).await;
+}

@@ -148,6 +148,7 @@ impl<H: Handler<M>, M: 'static> Endpoint for Route<H, M> {
         let subscribed = Subscribed {
             address: mount.address.clone(),
             capabilities: subscription.capabilities,
+            declared: mount.declaration.clone(),
             attached: subscription.attached.clone(),
             delayed: runtime.deferred.clone(),
             system: runtime.system,

@@ -22,6 +22,8 @@ pub(crate) use deferred::Deferred;
 pub use deferred::DelayedLimit;
 pub(crate) use sequential::TRAILING;
 pub(crate) use shutdown::Shutdown;
+#[cfg(feature = "prometheus")]
+pub(crate) use worker::broker_dead_letters;
 pub(crate) use worker::{Process, Worker};
 
 pub(crate) type AfterSettle = Arc<dyn Fn(&Settled) + Send + Sync>;

@@ -6,8 +6,8 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use ruststream_core::{
-    BoxFuture, Capabilities, ConsumeError, Delivery, DeliveryStream, Facts, MESSAGE_ID, Original,
-    Plan, Settlement, Verdict, decide,
+    Address, BoxFuture, Capabilities, ConsumeError, Declaration, Delivery, DeliveryStream, Facts,
+    MESSAGE_ID, Original, Plan, Settlement, Verdict, decide,
 };
 
 use super::Runtime;
@@ -231,6 +231,16 @@ impl<H: Handler<M>, M: 'static> Process for Worker<H, M> {
 /// Whether `plan` ends the retries of a delivery its handler asked to retry: a dead
 /// letter, or a rejection at the cap.
 #[inline(always)]
+/// Whether a retry at `attempt` is the one a queue that dead-letters itself moves to
+/// its dead letter: the broker's delivery limit is the mount's cap, so the retry of the
+/// last attempt is refused by the broker.
+pub(crate) fn broker_dead_letters(verdict: Verdict, attempt: u32, declared: &Declaration) -> bool {
+    matches!(verdict, Verdict::Retry | Verdict::RetryAfter(_))
+        && declared
+            .max_attempts
+            .is_some_and(|cap| attempt >= cap.get())
+}
+
 fn spent(verdict: Verdict, plan: &Plan) -> bool {
     matches!(verdict, Verdict::Retry | Verdict::RetryAfter(_))
         && match &plan.copy {
@@ -311,12 +321,22 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
         plan: &Plan,
     ) {
         let message_id = delivery.headers().get_str(MESSAGE_ID);
-        if spent(verdict, plan) {
-            let dead_letter = plan
+        // A queue that dead-letters itself takes a retry at the cap to its dead letter
+        // (its delivery limit is the cap): the broker moves it, and the line says so.
+        let by_broker = self.capabilities.dead_letters
+            && broker_dead_letters(verdict, facts.attempt, &self.mount.declaration);
+        if spent(verdict, plan) || by_broker {
+            let copied = plan
                 .copy
                 .as_ref()
                 .filter(|copy| copy.retry_count.is_none())
                 .map(|copy| copy.to.as_str());
+            let dead_letter = copied.or_else(|| {
+                by_broker
+                    .then_some(self.mount.declaration.dead_letter.as_ref())
+                    .flatten()
+                    .map(Address::as_str)
+            });
             tracing::warn!(
                 address = %self.mount.address,
                 message_id,
@@ -327,7 +347,13 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
                 dead_letter,
                 ?plan,
                 "{}",
-                if dead_letter.is_some() { "dead-lettered" } else { "rejected at the attempt cap" }
+                if copied.is_some() {
+                    "dead-lettered"
+                } else if by_broker {
+                    "dead-lettered by the broker"
+                } else {
+                    "rejected at the attempt cap"
+                }
             );
         } else if matches!(verdict, Verdict::Retry | Verdict::RetryAfter(_)) {
             // One line a person can follow per retry: where it went, and when.

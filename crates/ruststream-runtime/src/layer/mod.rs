@@ -131,6 +131,9 @@ pub trait Middleware: Send + Sync + 'static {
 pub struct Subscribed {
     pub(crate) address: Address,
     pub(crate) capabilities: Capabilities,
+    /// The mount's cap and dead letter.
+    #[cfg_attr(not(feature = "prometheus"), allow(dead_code))]
+    pub(crate) declared: ruststream_core::Declaration,
     pub(crate) attached: Attached,
     pub(crate) delayed: Arc<crate::dispatch::Deferred>,
     pub(crate) system: &'static str,

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use ruststream_core::{Address, Delivery, Message, PublishError, Verdict};
+use ruststream_core::{Address, Declaration, Delivery, Message, PublishError, Verdict};
 
 use super::{BUCKETS, Metrics, Series, plan_kind};
 use crate::layer::{Layer, Middleware, PublishLayer, PublishMiddleware, Subscribed};
@@ -24,7 +24,11 @@ impl std::fmt::Debug for MetricsLayer {
 
 impl Layer for MetricsLayer {
     fn layer(&self, subscribed: &Subscribed) -> Arc<dyn Middleware> {
-        Arc::new(Counting(self.0.series(subscribed)))
+        Arc::new(Counting {
+            series: self.0.series(subscribed),
+            dead_letters_itself: subscribed.capabilities().dead_letters,
+            declared: subscribed.declared.clone(),
+        })
     }
 }
 
@@ -34,17 +38,23 @@ impl PublishLayer for MetricsLayer {
     }
 }
 
-struct Counting(Arc<Series>);
+struct Counting {
+    series: Arc<Series>,
+    /// The subscription's queue dead-letters a retry at its cap (the broker moves it).
+    dead_letters_itself: bool,
+    /// The mount's cap and dead letter.
+    declared: Declaration,
+}
 
 impl Middleware for Counting {
     fn before(&self, _: &Delivery) -> Option<Outcome> {
-        self.0.received.fetch_add(1, Ordering::Relaxed);
-        self.0.in_flight.fetch_add(1, Ordering::Relaxed);
+        self.series.received.fetch_add(1, Ordering::Relaxed);
+        self.series.in_flight.fetch_add(1, Ordering::Relaxed);
         None
     }
 
     fn after(&self, _: &Outcome, elapsed: Duration) {
-        let series = &self.0;
+        let series = &self.series;
         let seconds = elapsed.as_secs_f64();
         if let Some(i) = BUCKETS.iter().position(|bound| seconds <= *bound) {
             series.buckets[i].fetch_add(1, Ordering::Relaxed);
@@ -55,7 +65,7 @@ impl Middleware for Counting {
     }
 
     fn settled(&self, settled: &Settled) {
-        let series = &self.0;
+        let series = &self.series;
         series.in_flight.fetch_sub(1, Ordering::Relaxed);
         let verdict = match settled.verdict() {
             Verdict::Ack => 0,
@@ -81,6 +91,14 @@ impl Middleware for Counting {
         }
         if !settled.is_ok() {
             series.settlement_errors.fetch_add(1, Ordering::Relaxed);
+        } else if self.dead_letters_itself
+            && crate::dispatch::broker_dead_letters(
+                settled.verdict(),
+                settled.attempt(),
+                &self.declared,
+            )
+        {
+            series.broker_dead_letters.fetch_add(1, Ordering::Relaxed);
         }
     }
 }

@@ -30,7 +30,8 @@ const BUCKETS: [f64; 14] = [
 /// on `/metrics` by the HTTP endpoint). Cheap to clone; clones share the counts.
 ///
 /// Per subscription (label `messaging_destination_name`): deliveries received, outcomes
-/// by verdict, settlements by plan, decode failures, panics, timeouts, settlement errors,
+/// by verdict, settlements by plan, dead letters the broker moves, decode failures,
+/// panics, timeouts, settlement errors,
 /// a handler-duration histogram, deliveries in flight, whether it is attached and how
 /// often it reattached; retry copies waiting for their delay; per publish destination:
 /// messages sent and failed.
@@ -71,6 +72,7 @@ struct Series {
     timeouts: AtomicU64,
     short_circuits: AtomicU64,
     settlement_errors: AtomicU64,
+    broker_dead_letters: AtomicU64,
     buckets: [AtomicU64; 14],
     duration_nanos: AtomicU64,
     durations: AtomicU64,
@@ -115,6 +117,7 @@ impl Metrics {
             timeouts: AtomicU64::new(0),
             short_circuits: AtomicU64::new(0),
             settlement_errors: AtomicU64::new(0),
+            broker_dead_letters: AtomicU64::new(0),
             buckets: Default::default(),
             duration_nanos: AtomicU64::new(0),
             durations: AtomicU64::new(0),
@@ -183,6 +186,12 @@ impl Metrics {
                 );
             }
         }
+        counter(
+            &mut out,
+            "ruststream_broker_dead_letters_total",
+            "Retries at the cap on a queue that dead-letters itself: the broker moves each to the dead letter (they count as plan=\"requeue\" above).",
+            &|s| load(&s.broker_dead_letters),
+        );
         counter(
             &mut out,
             "ruststream_settlement_errors_total",
