@@ -57,12 +57,26 @@ use crate::outcome::{IntoOutcome, Outcome};
 /// async fn count(order: String) -> usize { order.len() }
 /// let _ = ruststream::Router::new().mount("orders", count);
 /// ```
+///
+/// The compiler cannot tell which rule a function meant to follow, so that message is
+/// about the whole function. [`#[debug_handler]`](crate::debug_handler) on the function
+/// names each argument or return type that breaks a rule, where it is written (a
+/// borrowed `&str` is named there too, where the compiler alone speaks of `Deserialize`
+/// lifetimes):
+///
+/// ```compile_fail
+/// #[ruststream::debug_handler]
+/// async fn borrowed(order: &str) {}
+/// // error: a ruststream handler takes its arguments owned (its future outlives the
+/// // delivery): take `String` instead of a reference
+/// ```
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a ruststream handler",
     label = "not a handler",
     note = "a handler is an `async fn` (or a closure returning a `Send` future) that is `Clone + Send + Sync + 'static`",
     note = "its arguments are extractors (`Headers`, `Attempt`, `State<S>`, `Raw`, ...), then at most one payload, last: an owned `DeserializeOwned` type (`String`, not `&str`)",
-    note = "it returns `()`, `Outcome`, `Reply<T>`, or `Result<T, E>` of those (with `E: Display`); at most eight arguments"
+    note = "it returns `()`, `Outcome`, `Reply<T>`, or `Result<T, E>` of those (with `E: Display`); at most eight arguments",
+    note = "put `#[ruststream::debug_handler]` on the function to see which argument breaks which rule"
 )]
 pub trait Handler<M>: Clone + Send + Sync + 'static {
     /// The future of one call.

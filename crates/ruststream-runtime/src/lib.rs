@@ -32,6 +32,9 @@
 //! Guides: `docs/` in the repository (handlers, settlement, the memory broker and test
 //! kit, writing an adapter).
 
+#[doc(hidden)]
+#[path = "debug_handler.rs"]
+pub mod __private;
 mod app;
 #[cfg(feature = "asyncapi")]
 pub mod asyncapi;
@@ -71,6 +74,7 @@ pub use publisher::{Outgoing, Publisher, SendError};
 pub use reply::Reply;
 pub use request::RequestError;
 pub use router::Router;
+pub use ruststream_macros::debug_handler;
 pub use settled::{Cause, SettleError, Settled};
 pub use target::PublishTarget;
 
