@@ -100,12 +100,3 @@ impl StreamAcker {
         })
     }
 }
-
-/// The acker of forms that cannot settle: plain lists and Pub/Sub.
-pub(crate) struct NoAcker;
-
-impl Acker for NoAcker {
-    fn settle(&self, _tag: Tag, _message: Message, _settlement: Settlement) -> Settling {
-        Settling::done(Err(AckError::Unsupported))
-    }
-}

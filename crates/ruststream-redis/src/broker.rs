@@ -14,7 +14,7 @@ use ruststream_core::{
 };
 use tokio::sync::watch;
 
-use crate::acker::{NoAcker, StreamAcker, StreamMode};
+use crate::acker::{StreamAcker, StreamMode};
 use crate::batch::Batcher;
 use crate::form::claiming::Claimer;
 use crate::form::group_recovery::Recovery;
@@ -22,6 +22,7 @@ use crate::form::handback::Tracker;
 use crate::form::held::Held;
 use crate::form::lease::{Lease, Leases, Owner, Refresh};
 use crate::form::list::ListReader;
+use crate::form::no_acker::NoAcker;
 use crate::form::pubsub::PubSubReader;
 use crate::form::reliable::ReliableReader;
 use crate::form::reliable_recovery::AbortOnDrop;
@@ -30,7 +31,8 @@ use crate::form::{self};
 use crate::inflight::Inflight;
 use crate::keys::{Keys, default_consumer};
 use crate::options::{DelayedRetry, Form, Group};
-use crate::publisher::{RedisPublisher, Target};
+use crate::publisher::RedisPublisher;
+use crate::routes::Target;
 use crate::routes::{Routes, mark};
 use crate::{ConnectError, client, delayed, url};
 

@@ -286,4 +286,5 @@ pub use fred::rustls;
 pub use options::{
     Claiming, DelayedRetry, Form, GroupStart, List, Pattern, PubSub, ReliableList, Stream, Trim,
 };
-pub use publisher::{RedisPublisher, Target};
+pub use publisher::RedisPublisher;
+pub use routes::Target;

@@ -10,7 +10,34 @@ use fred::types::{Key, Value};
 use ruststream_core::Address;
 
 use crate::keys::Keys;
-use crate::publisher::Target;
+use crate::options::Trim;
+
+/// What an address is when publishing to it: declared with
+/// [`RedisBroker::route`](crate::RedisBroker::route) or picked for one message with
+/// [`RedisPublisher::publish_as`]; otherwise resolved from subscriptions, the key's type
+/// and its kind marker (see the crate docs, "Publishing").
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// use ruststream_redis::{RedisBroker, Target};
+///
+/// let broker = RedisBroker::connect("redis://127.0.0.1:6379").await?;
+/// // Dead letters go to a list a reliable-list service reads later.
+/// broker.route("orders.dead", Target::List);
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Target {
+    /// A stream: `XADD` with fields `_payload` and `h:<name>`, trimmed if asked.
+    Stream(Option<Trim>),
+    /// A list: `LPUSH` of a frame (consumers take from the right).
+    List,
+    /// A Pub/Sub channel: `PUBLISH` of a frame.
+    Channel,
+    /// A pattern subscription's address: publishing to it is refused.
+    Pattern,
+}
 
 /// How addresses map to targets: explicit routes win over subscriptions' forms; what was
 /// resolved is cached.

@@ -17,8 +17,8 @@ use fred::types::{ClusterHash, CustomCommand, Value};
 use ruststream_core::{Acker, Address, BoxFuture, ConsumeError, Delivery, Tag};
 
 use super::handback::{Tracker, push_back, spawn_tracked};
+use super::no_acker::NoAcker;
 use super::{Reader, consume_error};
-use crate::acker::NoAcker;
 use crate::frame;
 use crate::keys::Keys;
 use crate::routes::mark;

@@ -33,6 +33,7 @@ pub(crate) mod handback;
 pub(crate) mod held;
 pub(crate) mod lease;
 pub(crate) mod list;
+pub(crate) mod no_acker;
 pub(crate) mod pubsub;
 pub(crate) mod reliable;
 pub(crate) mod reliable_acker;

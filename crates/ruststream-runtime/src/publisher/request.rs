@@ -6,8 +6,8 @@ use std::time::Duration;
 use ruststream_core::SubscribeError;
 use serde::de::DeserializeOwned;
 
+use super::{Outgoing, SendError};
 use crate::codec::CodecError;
-use crate::publisher::{Outgoing, SendError};
 
 /// A request that got no usable reply.
 #[derive(Debug, thiserror::Error)]

@@ -1,8 +1,8 @@
-//! Publishing typed messages, from handlers and from outside them.
+//! Publishing typed messages, from handlers and from outside them, and requests that
+//! wait for their reply.
 
 use std::fmt;
 use std::sync::Arc;
-
 use std::time::Duration;
 
 use ruststream_core::{
@@ -14,7 +14,10 @@ use serde::de::DeserializeOwned;
 
 use crate::codec::{Codec, CodecError};
 use crate::inbox::{Inbox, REPLY_PREFIX};
-use crate::request::RequestError;
+
+pub use request::RequestError;
+
+mod request;
 
 /// A message that was not sent.
 #[derive(Debug, thiserror::Error)]
