@@ -25,6 +25,7 @@ mod net;
 mod operator;
 mod pending;
 mod phase;
+mod plan;
 mod produce;
 mod proxy;
 mod record;
@@ -106,7 +107,7 @@ async fn dispatch(command: &str, args: &Args) -> Result<ExitCode, BoxError> {
             .await?;
         }
         "run" => {
-            let plan = scenario::Plan {
+            let plan = plan::Plan {
                 form: args.get("form")?,
                 fault: args.get("fault")?,
                 n: args.get("n")?,

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use crate::fault::Fault;
 use crate::form::Form;
-use crate::scenario::Report;
+use crate::plan::Report;
 
 /// Reads every `*/report.json` under `dir`.
 pub(crate) fn reports(dir: &Path) -> std::io::Result<Vec<Report>> {
