@@ -6,9 +6,14 @@
 //!
 //! * [`Backoff`]: the delays between reconnection (or re-publish) attempts, growing from
 //!   a minimum to a maximum with jitter, reset after a success.
+//! * `tls` (feature `tls`): CA files read and parsed with errors that name the file,
+//!   and a rustls client configuration on the process's crypto provider.
 //!
 //! [`ruststream_core`]: https://docs.rs/ruststream-core
 
 mod backoff;
+
+#[cfg(feature = "tls")]
+pub mod tls;
 
 pub use backoff::Backoff;

@@ -165,15 +165,10 @@ impl Connector {
 fn tls_config(options: &ConnectOptions) -> Result<OwnedTLSConfig, ConnectError> {
     let mut chain = String::new();
     for path in &options.tls_ca_files {
-        let pem = std::fs::read_to_string(path)
-            .map_err(|e| ConnectError::Tls(format!("reading {}: {e}", path.display())))?;
-        if !pem.contains("-----BEGIN CERTIFICATE-----") {
-            return Err(ConnectError::Tls(format!(
-                "{} holds no PEM certificate",
-                path.display()
-            )));
-        }
-        chain.push_str(&pem);
+        let ca = ruststream_adapter::tls::CaFile::read(path)
+            .map_err(|e| ConnectError::Tls(e.to_string()))?;
+        // lapin takes the chain as PEM text: the file as it is (PEM is ASCII).
+        chain.push_str(&String::from_utf8_lossy(ca.pem()));
         chain.push('\n');
     }
     Ok(OwnedTLSConfig {
