@@ -3,8 +3,9 @@
 //! Every subscription and the publisher begin their sessions here. When a session
 //! cannot begin on the current connection (the broker restarted, the socket dropped, the
 //! peer went silent past the idle timeout), the connection is opened again, retrying
-//! with a back-off that doubles from `backoff_min` to `backoff_max`, until it succeeds or
-//! the broker is closed. Concurrent callers wait for the same reconnection.
+//! with a back-off that doubles from `backoff_min` to `backoff_max` (with jitter), until
+//! it succeeds or the broker is closed. Concurrent callers wait for the same
+//! reconnection.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -13,6 +14,7 @@ use fe2o3_amqp::connection::ConnectionHandle;
 use fe2o3_amqp::sasl_profile::SaslProfile;
 use fe2o3_amqp::session::SessionHandle;
 use fe2o3_amqp::{Connection, Session};
+use ruststream_adapter::Backoff;
 use tokio::sync::{Mutex, watch};
 
 use crate::error::ConnectError;
@@ -114,7 +116,7 @@ impl Connector {
     /// broker is closed; without, one reconnection attempt.
     pub(crate) async fn session(&self, retry: bool) -> Result<SessionHandle<()>, ConnectError> {
         let mut state = self.state.lock().await;
-        let mut backoff = self.options.backoff_min;
+        let mut backoff = self.backoff();
         let mut closed = self.closed();
         loop {
             if self.is_closed() {
@@ -134,20 +136,25 @@ impl Connector {
                 Ok(connection) => {
                     tracing::info!(host = %self.url.host, port = self.url.port, container = %self.container_id, "amqp: connected");
                     state.connection = Some(connection);
-                    backoff = self.options.backoff_min;
+                    backoff.reset();
                     continue;
                 }
                 Err(e) if !retry => return Err(e),
                 Err(e) => {
-                    tracing::warn!(host = %self.url.host, port = self.url.port, error = %e, retry_in = ?backoff, "amqp: reconnect failed")
+                    let delay = backoff.next_delay();
+                    tracing::warn!(host = %self.url.host, port = self.url.port, error = %e, retry_in = ?delay, "amqp: reconnect failed");
+                    tokio::select! {
+                        _ = tokio::time::sleep(delay) => {}
+                        _ = closed.wait_for(|c| *c) => return Err(ConnectError::Closed),
+                    }
                 }
             }
-            tokio::select! {
-                _ = tokio::time::sleep(backoff) => {}
-                _ = closed.wait_for(|c| *c) => return Err(ConnectError::Closed),
-            }
-            backoff = (backoff * 2).min(self.options.backoff_max);
         }
+    }
+
+    /// A back-off for reconnecting, re-attaching or publishing again, as the options say.
+    pub(crate) fn backoff(&self) -> Backoff {
+        Backoff::new(self.options.backoff_min, self.options.backoff_max)
     }
 
     async fn open(&self) -> Result<ConnectionHandle<()>, ConnectError> {

@@ -168,7 +168,7 @@ impl ConnectOptions {
         self
     }
 
-    /// Reconnection back-off: starts at `min`, doubles up to `max`.
+    /// Reconnection back-off: starts at `min`, doubles up to `max`, with jitter.
     pub fn backoff(mut self, min: Duration, max: Duration) -> Self {
         self.backoff_min = min.max(Duration::from_millis(1));
         self.backoff_max = max.max(self.backoff_min);

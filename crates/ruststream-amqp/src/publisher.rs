@@ -86,7 +86,7 @@ impl AmqpPublisher {
             return Err(fail(PublishErrorKind::BadAddress(why)));
         }
         let deadline = tokio::time::Instant::now() + self.connector.options.publish_timeout;
-        let mut backoff = self.connector.options.backoff_min;
+        let mut backoff = self.connector.backoff();
         loop {
             let attempt = tokio::time::timeout_at(deadline, self.attempt(to, &target, &amqp)).await;
             let reason = match attempt {
@@ -111,8 +111,8 @@ impl AmqpPublisher {
                 return Err(fail(PublishErrorKind::Disconnected));
             }
             tracing::debug!(%to, %reason, "amqp: publish retrying");
-            tokio::time::sleep(backoff.min(deadline - tokio::time::Instant::now())).await;
-            backoff = (backoff * 2).min(self.connector.options.backoff_max);
+            let delay = backoff.next_delay();
+            tokio::time::sleep(delay.min(deadline - tokio::time::Instant::now())).await;
         }
     }
 

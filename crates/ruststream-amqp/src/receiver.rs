@@ -215,8 +215,7 @@ impl LinkTask {
 
     /// Re-attaches with back-off; `None` when the broker closed or nobody listens.
     async fn reattach(&mut self) -> Option<(SessionHandle<()>, Receiver)> {
-        let options = &self.connector.options;
-        let mut backoff = options.backoff_min;
+        let mut backoff = self.connector.backoff();
         loop {
             if self.out.is_closed() {
                 return None;
@@ -227,15 +226,15 @@ impl LinkTask {
             match attach(&mut session, &self.name, &self.spec).await {
                 Ok(receiver) => return Some((session, receiver)),
                 Err(e) => {
-                    tracing::warn!(address = %self.spec.address, link = %self.name, error = %e, retry_in = ?backoff, "amqp: re-attach failed");
+                    let delay = backoff.next_delay();
+                    tracing::warn!(address = %self.spec.address, link = %self.name, error = %e, retry_in = ?delay, "amqp: re-attach failed");
                     let _ = tokio::time::timeout(Duration::from_secs(1), session.end()).await;
+                    tokio::select! {
+                        _ = tokio::time::sleep(delay) => {}
+                        _ = self.closed.wait_for(|c| *c) => return None,
+                    }
                 }
             }
-            tokio::select! {
-                _ = tokio::time::sleep(backoff) => {}
-                _ = self.closed.wait_for(|c| *c) => return None,
-            }
-            backoff = (backoff * 2).min(options.backoff_max);
         }
     }
 

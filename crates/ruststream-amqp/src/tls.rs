@@ -6,14 +6,13 @@
 //! what RabbitMQ's TLS listener speaks (no AMQP TLS protocol header first), and the
 //! frame patch of [`crate::transport`] then sees the plain frames under TLS too.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
+use ruststream_adapter::tls::{CaFile, client_config};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
-use tokio_rustls::rustls::crypto::CryptoProvider;
-use tokio_rustls::rustls::pki_types::pem::PemObject;
-use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
+use tokio_rustls::rustls::pki_types::ServerName;
 use tokio_rustls::rustls::{ClientConfig, RootCertStore};
 
 use crate::error::ConnectError;
@@ -113,48 +112,18 @@ fn rustls_config(options: &TlsOptions) -> Result<ClientConfig, ConnectError> {
         roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
     }
     for path in &options.ca_files {
-        add_ca_file(&mut roots, path).map_err(ConnectError::Tls)?;
+        CaFile::read(path)
+            .and_then(|ca| ca.add_to(&mut roots))
+            .map_err(|e| ConnectError::Tls(e.to_string()))?;
     }
     if roots.is_empty() {
         return Err(ConnectError::Tls(
             "no root certificate to trust: default roots switched off and no CA file given".into(),
         ));
     }
-    // The process's default provider if one is installed, else ring (the one the `tls`
-    // feature brings): never rustls' guess, which panics when a build has both ring and
-    // aws-lc-rs.
-    let provider = CryptoProvider::get_default()
-        .cloned()
-        .unwrap_or_else(|| Arc::new(tokio_rustls::rustls::crypto::ring::default_provider()));
-    Ok(ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| ConnectError::Tls(format!("tls protocol versions: {e}")))?
-        .with_root_certificates(roots)
-        .with_no_client_auth())
-}
-
-/// Adds every certificate of the PEM file at `path` to `roots`; fails if the file cannot
-/// be read, holds no PEM certificate, or one of them is not a usable certificate.
-fn add_ca_file(roots: &mut RootCertStore, path: &Path) -> Result<usize, String> {
-    let shown = path.display();
-    let pem = std::fs::read(path).map_err(|e| format!("cannot read CA file {shown}: {e}"))?;
-    let mut added = 0;
-    for cert in CertificateDer::pem_slice_iter(&pem) {
-        let cert = cert.map_err(|e| format!("CA file {shown} is not valid PEM: {e}"))?;
-        roots.add(cert).map_err(|e| {
-            format!(
-                "CA file {shown}: certificate {} is not usable: {e}",
-                added + 1
-            )
-        })?;
-        added += 1;
-    }
-    if added == 0 {
-        return Err(format!(
-            "CA file {shown} holds no PEM certificate (-----BEGIN CERTIFICATE-----)"
-        ));
-    }
-    Ok(added)
+    // On the process's default provider if one is installed, else ring (the one the
+    // `tls` feature brings).
+    client_config(roots).map_err(|e| ConnectError::Tls(format!("tls protocol versions: {e}")))
 }
 
 #[cfg(test)]

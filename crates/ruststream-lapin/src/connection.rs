@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use lapin::tcp::OwnedTLSConfig;
 use lapin::{Connection, ConnectionProperties, DefaultConnectionBuilder};
+use ruststream_adapter::Backoff;
 use tokio::sync::{Mutex, watch};
 
 use crate::error::ConnectError;
@@ -164,15 +165,10 @@ impl Connector {
 fn tls_config(options: &ConnectOptions) -> Result<OwnedTLSConfig, ConnectError> {
     let mut chain = String::new();
     for path in &options.tls_ca_files {
-        let pem = std::fs::read_to_string(path)
-            .map_err(|e| ConnectError::Tls(format!("reading {}: {e}", path.display())))?;
-        if !pem.contains("-----BEGIN CERTIFICATE-----") {
-            return Err(ConnectError::Tls(format!(
-                "{} holds no PEM certificate",
-                path.display()
-            )));
-        }
-        chain.push_str(&pem);
+        let ca = ruststream_adapter::tls::CaFile::read(path)
+            .map_err(|e| ConnectError::Tls(e.to_string()))?;
+        // lapin takes the chain as PEM text: the file as it is (PEM is ASCII).
+        chain.push_str(&String::from_utf8_lossy(ca.pem()));
         chain.push('\n');
     }
     Ok(OwnedTLSConfig {
@@ -185,54 +181,4 @@ fn tls_config(options: &ConnectOptions) -> Result<OwnedTLSConfig, ConnectError> 
 #[allow(clippy::unnecessary_wraps)]
 fn tls_config(_: &ConnectOptions) -> Result<OwnedTLSConfig, ConnectError> {
     Ok(OwnedTLSConfig::default())
-}
-
-/// Delays between reconnection attempts: from `min`, doubling up to `max`.
-#[derive(Debug)]
-pub(crate) struct Backoff {
-    min: Duration,
-    max: Duration,
-    next: Duration,
-}
-
-impl Backoff {
-    pub(crate) fn new(min: Duration, max: Duration) -> Self {
-        Self {
-            min,
-            max,
-            next: min,
-        }
-    }
-
-    /// The delay before the next attempt.
-    pub(crate) fn next_delay(&mut self) -> Duration {
-        let delay = self.next;
-        self.next = self.next.saturating_mul(2).min(self.max);
-        delay
-    }
-
-    /// After a success: start from `min` again.
-    pub(crate) fn reset(&mut self) {
-        self.next = self.min;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_doubles_up_to_the_cap_and_resets() {
-        let ms = Duration::from_millis;
-        let mut b = Backoff::new(ms(100), ms(350));
-        let got: Vec<_> = (0..4).map(|_| b.next_delay()).collect();
-        assert_eq!(got, [ms(100), ms(200), ms(350), ms(350)]);
-        b.reset();
-        assert_eq!(b.next_delay(), ms(100));
-        let mut huge = Backoff::new(Duration::MAX, Duration::MAX);
-        assert_eq!(
-            (huge.next_delay(), huge.next_delay()),
-            (Duration::MAX, Duration::MAX)
-        );
-    }
 }

@@ -155,7 +155,8 @@ impl ConnectOptions {
         }
     }
 
-    /// The back-off between reconnection attempts: from `min`, doubling up to `max`.
+    /// The back-off between reconnection attempts: from `min`, doubling up to `max`, with
+    /// jitter.
     pub const fn backoff(mut self, min: Duration, max: Duration) -> Self {
         self.backoff_min = min;
         self.backoff_max = if max.as_nanos() < min.as_nanos() {

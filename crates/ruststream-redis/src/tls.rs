@@ -1,14 +1,12 @@
 //! TLS for `rediss://` (feature `tls`): the roots a connection trusts, or the caller's own
 //! rustls configuration, turned into fred's connector.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use fred::rustls::crypto::CryptoProvider;
-use fred::rustls::pki_types::CertificateDer;
-use fred::rustls::pki_types::pem::PemObject;
 use fred::rustls::{ClientConfig, RootCertStore};
 use fred::types::config::{TlsConfig, TlsConnector, TlsHostMapping};
+use ruststream_adapter::tls::{CaFile, client_config};
 
 use crate::ConnectError;
 
@@ -67,49 +65,19 @@ impl TlsSettings {
             roots.add_parsable_certificates(native.certs);
         }
         for path in &self.ca_files {
-            add_ca_file(&mut roots, path).map_err(ConnectError::Tls)?;
+            CaFile::read(path)
+                .and_then(|ca| ca.add_to(&mut roots))
+                .map_err(|e| ConnectError::Tls(e.to_string()))?;
         }
         if roots.is_empty() {
             return Err(ConnectError::Tls(
                 "no root certificate to trust: the system has none and no CA file was given".into(),
             ));
         }
-        // The process's default provider if one is installed, else ring (the one the
-        // `tls` feature brings): never rustls' guess, which panics when a build has both
-        // ring and aws-lc-rs.
-        let provider = CryptoProvider::get_default()
-            .cloned()
-            .unwrap_or_else(|| Arc::new(fred::rustls::crypto::ring::default_provider()));
-        Ok(ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| ConnectError::Tls(format!("tls protocol versions: {e}")))?
-            .with_root_certificates(roots)
-            .with_no_client_auth())
+        // On the process's default provider if one is installed, else ring (the one the
+        // `tls` feature brings).
+        client_config(roots).map_err(|e| ConnectError::Tls(format!("tls protocol versions: {e}")))
     }
-}
-
-/// Adds every certificate of the PEM file at `path` to `roots`; fails if the file cannot
-/// be read, holds no PEM certificate, or one of them is not a usable certificate.
-pub(crate) fn add_ca_file(roots: &mut RootCertStore, path: &Path) -> Result<usize, String> {
-    let shown = path.display();
-    let pem = std::fs::read(path).map_err(|e| format!("cannot read CA file {shown}: {e}"))?;
-    let mut added = 0;
-    for cert in CertificateDer::pem_slice_iter(&pem) {
-        let cert = cert.map_err(|e| format!("CA file {shown} is not valid PEM: {e}"))?;
-        roots.add(cert).map_err(|e| {
-            format!(
-                "CA file {shown}: certificate {} is not usable: {e}",
-                added + 1
-            )
-        })?;
-        added += 1;
-    }
-    if added == 0 {
-        return Err(format!(
-            "CA file {shown} holds no PEM certificate (-----BEGIN CERTIFICATE-----)"
-        ));
-    }
-    Ok(added)
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use ruststream_adapter::Backoff;
 use ruststream_core::{Attached, ConsumeError, Delivery, DeliveryStream};
 use tokio::sync::watch;
 
@@ -62,7 +63,10 @@ struct State<R: Reader> {
     buffer: VecDeque<Delivery>,
     closed: watch::Receiver<bool>,
     _open: Arc<watch::Sender<bool>>,
-    backoff: Duration,
+    backoff: Backoff,
+    /// How long to wait before the next read: set by a failed read, `None` after one that
+    /// succeeded.
+    retry_in: Option<Duration>,
     attached: Attached,
 }
 
@@ -78,7 +82,7 @@ impl<R: Reader> Drop for State<R> {
 
 /// The deliveries of `reader` until the broker closes. A failed read is reported as an
 /// error item (and `attached` detached); the next one is tried after a back-off (100 ms
-/// doubling to 5 s); a read that succeeds attaches it again.
+/// doubling to 5 s, with jitter); a read that succeeds attaches it again.
 pub(crate) fn deliveries<R: Reader>(
     reader: R,
     closed: Arc<watch::Sender<bool>>,
@@ -89,7 +93,8 @@ pub(crate) fn deliveries<R: Reader>(
         buffer: VecDeque::new(),
         closed: closed.subscribe(),
         _open: closed,
-        backoff: Duration::ZERO,
+        backoff: Backoff::new(FIRST_BACKOFF, MAX_BACKOFF),
+        retry_in: None,
         attached,
     };
     futures_util::stream::unfold(state, |mut state| async move {
@@ -100,11 +105,10 @@ pub(crate) fn deliveries<R: Reader>(
             if *state.closed.borrow() {
                 return None;
             }
-            if !state.backoff.is_zero() {
-                let backoff = state.backoff;
+            if let Some(delay) = state.retry_in {
                 tokio::select! {
                     _ = state.closed.changed() => return None,
-                    () = tokio::time::sleep(backoff) => {}
+                    () = tokio::time::sleep(delay) => {}
                 }
             }
             let result = tokio::select! {
@@ -114,12 +118,13 @@ pub(crate) fn deliveries<R: Reader>(
             match result {
                 Ok(batch) => {
                     state.attached.attach();
-                    state.backoff = Duration::ZERO;
+                    state.backoff.reset();
+                    state.retry_in = None;
                     state.buffer.extend(batch);
                 }
                 Err(error) => {
                     state.attached.detach();
-                    state.backoff = (state.backoff * 2).clamp(FIRST_BACKOFF, MAX_BACKOFF);
+                    state.retry_in = Some(state.backoff.next_delay());
                     tracing::warn!(%error, "redis subscription read failed");
                     return Some((Err(error), state));
                 }

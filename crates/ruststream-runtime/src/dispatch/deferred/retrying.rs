@@ -9,6 +9,7 @@ use std::sync::PoisonError;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use ruststream_adapter::Backoff;
 use ruststream_core::{Address, Message, Publish};
 
 use super::{Deferred, DelayedCopy, FIRST_BACKOFF, MAX_BACKOFF, message_id, size_of};
@@ -96,15 +97,16 @@ impl Deferred {
         mut tries: u32,
         what: &str,
     ) -> Result<(), ruststream_core::PublishError> {
-        let mut backoff = FIRST_BACKOFF;
+        let mut backoff = Backoff::new(FIRST_BACKOFF, MAX_BACKOFF);
         // Read from the message only once a publish failed: the common case allocates
         // nothing for the logs.
         let mut id = String::new();
         if tries > 0 {
             self.fail(subscription, to, true);
             id = message_id(&message);
-            tracing::warn!(%subscription, %to, message_id = %id, tries, retry_in = ?backoff, "{what} not published; trying again without running the handler");
-            self.back_off(&mut backoff).await;
+            let delay = backoff.next_delay();
+            tracing::warn!(%subscription, %to, message_id = %id, tries, retry_in = ?delay, "{what} not published; trying again without running the handler");
+            self.back_off(delay).await;
         }
         loop {
             match publish.publish(to.clone(), message).await {
@@ -128,24 +130,23 @@ impl Deferred {
                         return Err(error);
                     }
                     message = error.message;
-                    tracing::warn!(%subscription, %to, message_id = %id, tries, error = %error.kind, retry_in = ?backoff, "{what} not published; trying again without running the handler");
+                    let delay = backoff.next_delay();
+                    tracing::warn!(%subscription, %to, message_id = %id, tries, error = %error.kind, retry_in = ?delay, "{what} not published; trying again without running the handler");
+                    self.back_off(delay).await;
                 }
             }
-            self.back_off(&mut backoff).await;
         }
     }
 
-    /// Waits `backoff` (cut short once a stop gives up), then doubles it up to
-    /// [`MAX_BACKOFF`].
-    async fn back_off(&self, backoff: &mut Duration) {
+    /// Waits `delay` (cut short once a stop gives up).
+    async fn back_off(&self, delay: Duration) {
         let gave_up = self.gave_up.notified();
         if !self.giving_up.load(Ordering::Acquire) {
             tokio::select! {
-                () = tokio::time::sleep(*backoff) => {}
+                () = tokio::time::sleep(delay) => {}
                 () = gave_up => {}
             }
         }
-        *backoff = (*backoff * 2).min(MAX_BACKOFF);
     }
 
     /// Counts a copy of `subscription` to `to` as failing (`true`) or no more.
