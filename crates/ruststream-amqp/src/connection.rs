@@ -19,7 +19,7 @@ use tokio::sync::{Mutex, watch};
 
 use crate::error::ConnectError;
 use crate::options::ConnectOptions;
-use crate::pair::Pair;
+use crate::transport::Pair;
 use crate::transport::{Patched, connect_tcp};
 use crate::url::BrokerUrl;
 
@@ -51,7 +51,7 @@ pub(crate) struct Connector {
     closed: watch::Sender<bool>,
     links: AtomicU64,
     /// The version the broker announced (`open` frame's properties).
-    announced: crate::server::Announced,
+    announced: crate::transport::Announced,
 }
 
 #[derive(Debug)]
@@ -80,7 +80,7 @@ impl Connector {
             state: Mutex::new(State { connection: None }),
             closed: watch::Sender::new(false),
             links: AtomicU64::new(0),
-            announced: crate::server::Announced::default(),
+            announced: crate::transport::Announced::default(),
         };
         let connection = connector.open().await?;
         connector.state.lock().await.connection = Some(connection);
@@ -89,7 +89,9 @@ impl Connector {
 
     /// The broker's major version from its `open` frame, if it said one.
     pub(crate) fn broker_major(&self) -> Option<u32> {
-        self.announced.get().and_then(|v| crate::server::major(v))
+        self.announced
+            .get()
+            .and_then(|v| crate::transport::major(v))
     }
 
     /// The container id announced in the open frame.

@@ -203,12 +203,10 @@ mod inspect;
 mod management;
 mod message;
 mod options;
-mod pair;
 mod publisher;
 mod queue;
 mod receiver;
 mod replies;
-mod server;
 mod settings;
 mod sizes;
 #[cfg(feature = "tls")]

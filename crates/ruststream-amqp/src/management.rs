@@ -23,7 +23,7 @@ use fe2o3_amqp_types::messaging::{
 use fe2o3_amqp_types::primitives::{SimpleValue, Symbol, Value};
 
 use crate::connection::Connector;
-use crate::pair::Pair;
+use crate::transport::Pair;
 
 const NODE: &str = "/management";
 const TIMEOUT: Duration = Duration::from_secs(10);

@@ -33,9 +33,14 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
 use crate::error::ConnectError;
-use crate::pair::{Pair, rename_attach};
+use pair::rename_attach;
 
+pub(crate) use pair::Pair;
+pub(crate) use server::{Announced, major, version_of_open};
+
+mod pair;
 mod patch;
+mod server;
 #[cfg(test)]
 mod tests;
 
@@ -89,7 +94,7 @@ pub(crate) struct Patched<S> {
     /// A management link pair whose two links get one name on the wire.
     pair: Option<Box<Pair>>,
     /// Where the version of the broker's `open` frame goes (until it has come).
-    announced: Option<crate::server::Announced>,
+    announced: Option<Announced>,
 }
 
 impl<S> Patched<S> {
@@ -110,7 +115,7 @@ impl<S> Patched<S> {
     }
 
     /// Keeps the version the broker announces in its `open` frame in `announced`.
-    pub(crate) fn announced(mut self, announced: crate::server::Announced) -> Self {
+    pub(crate) fn announced(mut self, announced: Announced) -> Self {
         self.announced = Some(announced);
         self
     }
@@ -162,7 +167,7 @@ impl<S> Patched<S> {
                 return;
             }
             if let Some(announced) = &self.announced
-                && let Some(version) = crate::server::version_of_open(frame)
+                && let Some(version) = version_of_open(frame)
             {
                 let _ = announced.set(version);
                 self.announced = None;

@@ -1,12 +1,12 @@
 //! The management link pair's one name on the wire.
 //!
 //! RabbitMQ pairs its two management links by name, and fe2o3-amqp refuses two links
-//! of one name on a session: a management connection's stream ([`crate::transport::Patched`])
+//! of one name on a session: a management connection's stream ([`Patched`](super::Patched))
 //! renames the receiving link's attach frames, both ways.
 
 use bytes::BytesMut;
 
-use crate::transport::{be_u32, descriptor, skip_value};
+use super::{be_u32, descriptor, skip_value};
 
 const ATTACH: u64 = 0x12;
 

@@ -1,7 +1,7 @@
 //! The broker's version, from the `properties` of its `open` frame (RabbitMQ sends
 //! `product` and `version`): a queue's defaults depend on it (RabbitMQ 4 gives a quorum
 //! queue without `x-delivery-limit` a limit of 20). fe2o3-amqp keeps the remote `open`
-//! to itself, so the crate's frame reader ([`crate::transport::Patched`]) reads it as it
+//! to itself, so the crate's frame reader ([`Patched`](super::Patched)) reads it as it
 //! passes.
 
 use std::sync::{Arc, OnceLock};
@@ -22,7 +22,7 @@ pub(crate) fn version_of_open(frame: &[u8]) -> Option<String> {
     let doff = usize::from(*frame.get(4)?) * 4;
     let body = frame.get(doff.max(8)..)?;
     let mut pos = 0;
-    if crate::transport::descriptor(body, &mut pos)? != 0x10 {
+    if super::descriptor(body, &mut pos)? != 0x10 {
         return None;
     }
     let open: Open = serde_amqp::from_slice(body).ok()?;
