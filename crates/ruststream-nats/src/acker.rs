@@ -14,7 +14,7 @@ use bytes::Bytes;
 use ruststream_core::{AckError, Acker, Message, Settlement, Settling, Tag};
 use tokio::sync::watch;
 
-use crate::broker::Inner;
+use crate::connection::Connection;
 use crate::link::Link;
 
 /// The acknowledgement bodies JetStream knows.
@@ -34,7 +34,7 @@ pub(crate) struct JsAcker {
     client: Client,
     link: watch::Receiver<Link>,
     /// Where the naks of abandoned deliveries are owed, for `close` to wait on.
-    broker: Weak<Inner>,
+    broker: Weak<Connection>,
     /// While the subscription stops: the deliveries abandoned meanwhile, given back by
     /// its pump once its pull subscription is gone (else the server would deliver them
     /// to it again, and they would wait out `ack_wait`).
@@ -65,7 +65,7 @@ pub(crate) struct Held {
 }
 
 impl JsAcker {
-    pub(crate) fn new(broker: &Arc<Inner>, confirmed: bool) -> Self {
+    pub(crate) fn new(broker: &Arc<Connection>, confirmed: bool) -> Self {
         Self {
             client: broker.client.clone(),
             link: broker.link.subscribe(),
@@ -265,7 +265,7 @@ impl Acker for JsAcker {
                     return;
                 }
                 Parking::Open => Bytes::from_static(NAK),
-                Parking::PumpGone => body(Settlement::RequeueAfter(crate::jetstream::EXPIRES)),
+                Parking::PumpGone => body(Settlement::RequeueAfter(crate::pull::EXPIRES)),
             };
             if let Err(error) = acknowledge(client, reply, nak).await {
                 tracing::warn!(%error, "nats: abandoned delivery not given back: it comes back after ack_wait");

@@ -1,18 +1,16 @@
 //! The broker: one NATS connection shared by every subscription and the publisher.
 
-use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::jetstream;
 use ruststream_core::{
-    Address, BoxFuture, Broker, Capabilities, Inspect, Publish, Replies, Setting, SubscribeError,
+    Address, BoxFuture, Broker, Capabilities, Inspect, Publish, Replies, SubscribeError,
     SubscribeSpec, Subscription, split_query,
 };
-use tokio::task::JoinHandle;
 
-use crate::link::{self, Link, LinkState};
+use crate::connection::Connection;
+use crate::link::{self, Link};
 use crate::publisher::NatsPublisher;
 use crate::{ConnectError, Core, JetStream, url};
 
@@ -31,21 +29,7 @@ const CLOSE_WAIT: Duration = Duration::from_secs(5);
 /// Cloning shares the connection.
 #[derive(Clone)]
 pub struct NatsBroker {
-    pub(crate) inner: Arc<Inner>,
-}
-
-pub(crate) struct Inner {
-    pub(crate) client: async_nats::Client,
-    pub(crate) js: jetstream::Context,
-    pub(crate) link: LinkState,
-    /// Subjects published with core NATS (no stream, no acknowledgement).
-    core: Mutex<HashSet<Address>>,
-    /// Tasks giving back what ended subscriptions had received and not handed out.
-    drains: Mutex<Vec<JoinHandle<()>>>,
-    closed: AtomicBool,
-    replies: AtomicU64,
-    /// The settings of the URL's query (`settings.rs`).
-    url_settings: Vec<Setting>,
+    pub(crate) inner: Arc<Connection>,
 }
 
 impl NatsBroker {
@@ -80,16 +64,7 @@ impl NatsBroker {
             })?;
         let js = jetstream::new(client.clone());
         Ok(Self {
-            inner: Arc::new(Inner {
-                client,
-                js,
-                link,
-                core: Mutex::new(HashSet::new()),
-                drains: Mutex::new(Vec::new()),
-                closed: AtomicBool::new(false),
-                replies: AtomicU64::new(0),
-                url_settings,
-            }),
+            inner: Arc::new(Connection::new(client, js, link, url_settings)),
         })
     }
 
@@ -103,36 +78,6 @@ impl NatsBroker {
     /// The underlying client (for what the adapter does not do).
     pub fn client(&self) -> &async_nats::Client {
         &self.inner.client
-    }
-}
-
-impl Inner {
-    pub(crate) fn route_core(&self, subject: Address) {
-        self.core
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(subject);
-    }
-
-    /// Whether `subject` is published with core NATS.
-    pub(crate) fn is_core(&self, subject: &Address) -> bool {
-        subject.as_str().starts_with("_INBOX.")
-            || self
-                .core
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .contains(subject)
-    }
-
-    pub(crate) fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::Acquire)
-    }
-
-    /// Keeps `task` for `close` to wait on.
-    pub(crate) fn owe(&self, task: JoinHandle<()>) {
-        let mut drains = self.drains.lock().unwrap_or_else(PoisonError::into_inner);
-        drains.retain(|task| !task.is_finished());
-        drains.push(task);
     }
 }
 
@@ -150,7 +95,7 @@ impl Broker for NatsBroker {
                 return Err(SubscribeError::Closed);
             }
             spec.options.check(self.name())?;
-            let configured = crate::settings::read(&self.inner.url_settings, &spec.options)?;
+            let configured = crate::settings::read(self.inner.url_settings(), &spec.options)?;
             match (spec.options.get::<Core>(), spec.options.get::<JetStream>()) {
                 (Some(_), Some(_)) => Err(SubscribeError::BadOption(
                     "a mount takes either Core or JetStream, not both".into(),
@@ -174,17 +119,11 @@ impl Broker for NatsBroker {
 
     fn close(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
-            if self.inner.closed.swap(true, Ordering::AcqRel) {
+            if self.inner.close() {
                 return;
             }
             self.inner.link.send_replace(Link::Closed);
-            let drains = std::mem::take(
-                &mut *self
-                    .inner
-                    .drains
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner),
-            );
+            let drains = self.inner.owed();
             let owed = async {
                 for task in drains {
                     let _ = task.await;
@@ -215,7 +154,7 @@ impl Broker for NatsBroker {
     /// publisher sends with core NATS.
     fn replies(&self, address: Address) -> BoxFuture<'_, Result<Replies, SubscribeError>> {
         Box::pin(async move {
-            let n = self.inner.replies.fetch_add(1, Ordering::Relaxed);
+            let n = self.inner.next_reply();
             let inbox = Address::new(format!(
                 "{}.{}.{n}",
                 self.inner.client.new_inbox(),

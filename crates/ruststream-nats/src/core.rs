@@ -7,7 +7,7 @@ use ruststream_core::{
     SubscribeSpec, Subscription, Tag,
 };
 
-use crate::broker::Inner;
+use crate::connection::Connection;
 use crate::reader::Reader;
 use crate::{Core, names};
 
@@ -21,7 +21,7 @@ impl Acker for NoAck {
 }
 
 pub(crate) async fn subscribe(
-    inner: &Arc<Inner>,
+    inner: &Arc<Connection>,
     spec: SubscribeSpec,
     options: Core,
 ) -> Result<Subscription, SubscribeError> {

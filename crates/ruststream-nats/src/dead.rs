@@ -8,8 +8,8 @@ use async_nats::jetstream::context::GetStreamByNameErrorKind;
 use async_nats::jetstream::stream;
 use ruststream_core::{SubscribeError, SubscribeSpec};
 
-use crate::broker::Inner;
-use crate::jetstream::jetstream_error;
+use crate::connection::Connection;
+use crate::error::jetstream_error;
 use crate::names;
 
 /// The description of a stream the adapter created.
@@ -22,7 +22,7 @@ pub(crate) const CREATED: &str = "created by ruststream";
 /// refused with the fix. A dead letter published with core NATS
 /// (`NatsBroker::core`) needs none.
 pub(crate) async fn ensure(
-    inner: &Arc<Inner>,
+    inner: &Arc<Connection>,
     spec: &SubscribeSpec,
     mount: &stream::Stream,
 ) -> Result<(), SubscribeError> {

@@ -1,5 +1,7 @@
 //! The adapter's own errors.
 
+use ruststream_core::SubscribeError;
+
 /// A connection that could not be made.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -20,4 +22,21 @@ pub enum ConnectError {
         /// The client's error.
         reason: String,
     },
+}
+
+/// A JetStream refusal while `doing` something to `subject`, with the likely fix when
+/// the server has no JetStream.
+pub(crate) fn jetstream_error(
+    doing: &str,
+    subject: &str,
+    error: impl std::fmt::Display,
+) -> SubscribeError {
+    let text = error.to_string();
+    if text.contains("no responders") || text.contains("not enabled") {
+        SubscribeError::Refused(format!(
+            "{doing} {subject}: {text} (is JetStream enabled on the server? nats-server -js)"
+        ))
+    } else {
+        SubscribeError::Refused(format!("{doing} {subject}: {text}"))
+    }
 }

@@ -9,7 +9,7 @@ use async_nats::jetstream::{self, stream};
 use ruststream_core::{Attached, Capabilities, SubscribeError, SubscribeSpec, Subscription};
 
 use crate::acker::JsAcker;
-use crate::broker::Inner;
+use crate::connection::Connection;
 use crate::pull::Puller;
 use crate::pump::Pump;
 use crate::reader::Reader;
@@ -28,15 +28,10 @@ pub(crate) const CAPABILITIES: Capabilities = Capabilities {
     dead_letters: false,
 };
 
-/// How long one pull request lasts, and the heartbeat the server sends while it waits.
-/// A pull request outlives its subscription on the server (2.9 still delivers to it
-/// after the unsubscribe, into nothing, until it expires), so what a stopping
-/// subscription gives back is delayed by this much (`STALE_PULL`): kept short.
-pub(crate) const EXPIRES: Duration = Duration::from_secs(2);
 const HEARTBEAT: Duration = Duration::from_millis(900);
 
 pub(crate) async fn subscribe(
-    inner: &Arc<Inner>,
+    inner: &Arc<Connection>,
     spec: SubscribeSpec,
     options: JetStream,
     confirm_acks: bool,
@@ -56,7 +51,7 @@ pub(crate) async fn subscribe(
         &stream_name,
         &consumer_name,
         spec.in_flight.clamp(1, 1024),
-        EXPIRES,
+        crate::pull::EXPIRES,
         HEARTBEAT,
     )
     .await
@@ -97,7 +92,13 @@ async fn stream_for(
     let holder = match js.stream_by_subject(subject).await {
         Ok(name) => Some(name),
         Err(error) if error.kind() == GetStreamByNameErrorKind::NotFound => None,
-        Err(error) => return Err(jetstream_error("looking up the stream of", subject, error)),
+        Err(error) => {
+            return Err(crate::error::jetstream_error(
+                "looking up the stream of",
+                subject,
+                error,
+            ));
+        }
     };
     let name = match (&options.stream, holder) {
         (Some(wanted), Some(name)) if *wanted != name => {
@@ -106,10 +107,9 @@ async fn stream_for(
             )));
         }
         (_, Some(name)) => {
-            return js
-                .get_stream(&name)
-                .await
-                .map_err(|error| jetstream_error("opening the stream of", subject, error));
+            return js.get_stream(&name).await.map_err(|error| {
+                crate::error::jetstream_error("opening the stream of", subject, error)
+            });
         }
         (Some(wanted), None) => wanted.clone(),
         (None, None) => names::from_subject(subject),
@@ -129,7 +129,7 @@ async fn stream_for(
     tracing::info!(stream = %name, subject, "nats: creating stream");
     js.create_stream(config)
         .await
-        .map_err(|error| jetstream_error("creating a stream for", subject, error))
+        .map_err(|error| crate::error::jetstream_error("creating a stream for", subject, error))
 }
 
 /// The durable consumer: created if missing; if present, checked (it must filter the
@@ -172,7 +172,7 @@ async fn consumer_for(
             ..pull::Config::default()
         },
         Err(error) => {
-            return Err(jetstream_error(
+            return Err(crate::error::jetstream_error(
                 "looking up the consumer of",
                 subject,
                 error,
@@ -192,20 +192,5 @@ async fn consumer_for(
     stream
         .create_consumer(config)
         .await
-        .map_err(|error| jetstream_error("creating the consumer of", subject, error))
-}
-
-pub(crate) fn jetstream_error(
-    doing: &str,
-    subject: &str,
-    error: impl std::fmt::Display,
-) -> SubscribeError {
-    let text = error.to_string();
-    if text.contains("no responders") || text.contains("not enabled") {
-        SubscribeError::Refused(format!(
-            "{doing} {subject}: {text} (is JetStream enabled on the server? nats-server -js)"
-        ))
-    } else {
-        SubscribeError::Refused(format!("{doing} {subject}: {text}"))
-    }
+        .map_err(|error| crate::error::jetstream_error("creating the consumer of", subject, error))
 }

@@ -52,6 +52,7 @@
 
 mod acker;
 mod broker;
+mod connection;
 mod connector;
 mod core;
 mod dead;

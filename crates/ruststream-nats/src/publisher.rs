@@ -6,16 +6,16 @@ use std::sync::Arc;
 use async_nats::jetstream::context::PublishErrorKind as JsKind;
 use ruststream_core::{Address, BoxFuture, Message, Publish, PublishError, PublishErrorKind};
 
-use crate::broker::Inner;
+use crate::connection::Connection;
 use crate::link::Link;
 use crate::{headers, names};
 
 pub(crate) struct NatsPublisher {
-    inner: Arc<Inner>,
+    inner: Arc<Connection>,
 }
 
 impl NatsPublisher {
-    pub(crate) fn new(inner: Arc<Inner>) -> Self {
+    pub(crate) fn new(inner: Arc<Connection>) -> Self {
         Self { inner }
     }
 

@@ -19,6 +19,12 @@ use tokio::time::Instant;
 /// A stored message's acknowledgement subject begins so.
 pub(crate) const ACK_PREFIX: &str = "$JS.ACK.";
 
+/// How long one pull request lasts, and the heartbeat the server sends while it waits.
+/// A pull request outlives its subscription on the server (2.9 still delivers to it
+/// after the unsubscribe, into nothing, until it expires), so what a stopping
+/// subscription gives back is delayed by this much (`STALE_PULL`): kept short.
+pub(crate) const EXPIRES: Duration = Duration::from_secs(2);
+
 /// How long a stopping puller waits past the lifetime of its last request.
 const STOP_MARGIN: Duration = Duration::from_secs(1);
 /// How long a puller waits before it asks again after the server had no responder.

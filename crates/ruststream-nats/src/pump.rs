@@ -22,7 +22,7 @@ use ruststream_core::{Acker, Address, Attached, ConsumeError, Delivery, Drain, S
 use tokio::sync::mpsc;
 
 use crate::acker::{JsAcker, acknowledge, body};
-use crate::broker::Inner;
+use crate::connection::Connection;
 use crate::link::Link;
 use crate::pull::{Pulled, Puller, Trouble, ack_info};
 use crate::{headers, names};
@@ -34,7 +34,7 @@ const GIVE_BACK_WAIT: Duration = Duration::from_secs(5);
 
 /// What the pump needs to make deliveries.
 pub(crate) struct Pump {
-    pub(crate) inner: Arc<Inner>,
+    pub(crate) inner: Arc<Connection>,
     pub(crate) address: Address,
     pub(crate) consumer: PullConsumer,
     pub(crate) puller: Puller,
@@ -244,7 +244,7 @@ impl Pump {
         let nak = if clean {
             body(Settlement::Requeue)
         } else {
-            body(Settlement::RequeueAfter(crate::jetstream::EXPIRES))
+            body(Settlement::RequeueAfter(crate::pull::EXPIRES))
         };
         for reply in received {
             if let Err(error) = acknowledge(inner.client.clone(), reply, nak.clone()).await {

@@ -10,7 +10,7 @@ use ruststream_core::{Acker, Address, Attached, ConsumeError, Delivery, Tag};
 use tokio::sync::{mpsc, watch};
 
 use crate::acker::JsAcker;
-use crate::broker::Inner;
+use crate::connection::Connection;
 use crate::link::{self, Link};
 use crate::pump::Item;
 use crate::{core::NoAck, headers, names};
@@ -41,7 +41,7 @@ enum Step {
 
 impl Reader {
     pub(crate) fn jetstream(
-        inner: &Arc<Inner>,
+        inner: &Arc<Connection>,
         address: Address,
         deliveries: mpsc::UnboundedReceiver<Item>,
         acker: Arc<JsAcker>,
@@ -56,7 +56,7 @@ impl Reader {
     }
 
     pub(crate) fn core(
-        inner: &Arc<Inner>,
+        inner: &Arc<Connection>,
         address: Address,
         subscriber: async_nats::Subscriber,
         attached: Attached,
@@ -64,7 +64,7 @@ impl Reader {
         Self::new(inner, address, Source::Core(subscriber), attached)
     }
 
-    fn new(inner: &Arc<Inner>, address: Address, source: Source, attached: Attached) -> Self {
+    fn new(inner: &Arc<Connection>, address: Address, source: Source, attached: Attached) -> Self {
         Self {
             wildcard: names::is_wildcard(address.as_str()),
             address,
