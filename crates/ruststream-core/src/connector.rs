@@ -19,11 +19,11 @@ use crate::{BoxFuture, Broker};
 ///
 /// struct Nowhere;
 ///
+/// const SCHEMES: &[Scheme] = &[Scheme::plain("nowhere"), Scheme::tls("nowheres")];
+///
 /// impl Connector for Nowhere {
 ///     fn name(&self) -> &'static str { "nowhere" }
-///     fn schemes(&self) -> &'static [Scheme] {
-///         &[Scheme::plain("nowhere"), Scheme::tls("nowheres")]
-///     }
+///     fn schemes(&self) -> &'static [Scheme] { SCHEMES }
 ///     fn tls(&self) -> bool { false }
 ///     fn connect<'a>(&'a self, url: &'a str) -> BoxFuture<'a, Result<Arc<dyn Broker>, ConnectFailure>> {
 ///         Box::pin(async move { Err(ConnectFailure::from(format!("{url}: nothing there"))) })
