@@ -75,3 +75,30 @@ fn a_missing_postgresql_says_how_to_get_one() {
     assert!(text.contains("RUSTSTREAM_POSTGRES_URL"), "{text}");
     assert!(text.contains("127.0.0.1:5432"), "{text}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_connector_opens_both_schemes() {
+    use ruststream_core::Connector;
+    use ruststream_postgres::PostgresConnector;
+
+    let schema = support::unique_schema("connector");
+    for url in [
+        support::url_for(&schema, ""),
+        support::url_for(&schema, "").replacen("postgres://", "postgresql://", 1),
+    ] {
+        let broker = PostgresConnector
+            .connect(&url)
+            .await
+            .unwrap_or_else(|error| panic!("{}", support::missing(&error)));
+        assert_eq!(broker.name(), "postgres");
+        assert!(broker.inspect().is_some());
+        broker.close().await;
+    }
+    let error = PostgresConnector
+        .connect("postgres://h/db?lease=1")
+        .await
+        .err()
+        .expect("bad setting");
+    assert!(error.to_string().contains("lease"), "{error}");
+    support::drop_schema(&schema);
+}
