@@ -153,8 +153,9 @@ impl Broker for PostgresBroker {
 
     fn close(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
-            self.inner.pending.idle(Duration::from_secs(5)).await;
+            // Nothing more is claimed; what was given back goes out before the pool shuts.
             self.inner.closed.send_replace(true);
+            self.inner.pending.idle(Duration::from_secs(5)).await;
             self.inner.pool.close().await;
         })
     }
