@@ -10,7 +10,7 @@ use crate::PostgresBroker;
 #[derive(Clone, Copy, Debug, Default)]
 pub struct PostgresConnector;
 
-/// Both names the client answers; TLS is asked with the client's `sslmode`.
+/// Both names the client answers. No TLS yet: the client is built without it.
 const SCHEMES: &[Scheme] = &[Scheme::plain("postgres"), Scheme::plain("postgresql")];
 
 impl Connector for PostgresConnector {

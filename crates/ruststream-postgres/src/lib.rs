@@ -20,8 +20,8 @@
 //!
 //! Settings, in the URL's query (all mounts) or a mount's settings: `lease` (30s),
 //! `batch` (the mount's in-flight count), `poll` (5s); URL only: `schema` (`ruststream`),
-//! `max_connections` (10). The client's own keys (`sslmode`, `application_name`, …) stay
-//! with the client; any other key is an error. See `docs/postgres.md`.
+//! `max_connections` (10). The client's own keys (`application_name`, `options`, …) stay
+//! with the client; any other key is an error. No TLS yet. See `docs/postgres.md`.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), ruststream_postgres::ConnectError> {
