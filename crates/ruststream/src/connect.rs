@@ -57,6 +57,8 @@ const FEATURES: &[(&str, &str)] = &[
     ("nats", "nats"),
     ("tls", "nats"),
     ("nats+tls", "nats"),
+    ("postgres", "postgres"),
+    ("postgresql", "postgres"),
 ];
 
 /// The connectors this build has, one per adapter its features turn on.
@@ -80,6 +82,8 @@ const CONNECTORS: &[&dyn Connector] = &[
     &ruststream_lapin::LapinConnector,
     #[cfg(feature = "nats")]
     &ruststream_nats::NatsConnector,
+    #[cfg(feature = "postgres")]
+    &ruststream_postgres::PostgresConnector,
 ];
 
 /// The connector that opens `url`, or why there is none in this build.
@@ -146,7 +150,8 @@ pub(crate) fn schemes() -> Vec<String> {
 /// `rediss://`, `redis-cluster://`, `rediss-cluster://` (feature `redis`; TLS needs
 /// `redis-tls`), `amqp://`, `amqps://` (AMQP 1.0, feature `amqp`; TLS needs `amqp-tls`),
 /// `amqp091://`, `amqps091://` (RabbitMQ over AMQP 0-9-1, feature `lapin`; TLS needs
-/// `lapin-tls`), `nats://`, `tls://`, `nats+tls://` (NATS, feature `nats`).
+/// `lapin-tls`), `nats://`, `tls://`, `nats+tls://` (NATS, feature `nats`),
+/// `postgres://`, `postgresql://` (PostgreSQL as a broker, feature `postgres`).
 ///
 /// `amqp://` stays AMQP 1.0 whatever features are on, so that enabling one never changes
 /// what a URL opens; AMQP 0-9-1 has schemes of its own. The URL's query is the adapter's
@@ -298,6 +303,22 @@ mod tests {
         assert_eq!(has("amqp091://"), cfg!(feature = "lapin"));
         assert_eq!(has("amqps091://"), cfg!(feature = "lapin-tls"));
         assert_eq!(has("nats://"), cfg!(feature = "nats"));
+        assert_eq!(has("postgres://"), cfg!(feature = "postgres"));
+        assert_eq!(has("postgresql://"), cfg!(feature = "postgres"));
+    }
+
+    #[cfg(not(feature = "postgres"))]
+    #[tokio::test]
+    async fn postgres_without_its_feature_is_named() {
+        for url in ["postgres://h/db", "postgresql://h/db"] {
+            let error = connect(url).await.err().expect("no postgres");
+            assert!(
+                error
+                    .to_string()
+                    .ends_with("needs the `postgres` feature of ruststream"),
+                "{error}"
+            );
+        }
     }
 
     #[cfg(not(feature = "lapin-tls"))]

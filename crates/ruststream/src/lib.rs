@@ -8,7 +8,7 @@
 //!
 //! This crate is the one a service depends on: it re-exports the runtime
 //! (`ruststream-runtime`), the adapters its features build in (`ruststream::redis`,
-//! `amqp`, `lapin`, `nats`), [`connect`] to open any of them by URL, and the command
+//! `amqp`, `lapin`, `nats`, `postgres`), [`connect`] to open any of them by URL, and the command
 //! line (`ruststream::cli`, feature `cli`).
 //!
 //! ```no_run
@@ -56,6 +56,10 @@ pub use ruststream_lapin as lapin;
 /// The NATS JetStream adapter (feature `nats`).
 #[cfg(feature = "nats")]
 pub use ruststream_nats as nats;
+
+/// The PostgreSQL adapter: queues in tables (feature `postgres`).
+#[cfg(feature = "postgres")]
+pub use ruststream_postgres as postgres;
 
 /// The README's example service, compiled as a doctest.
 #[cfg(doctest)]

@@ -1,0 +1,116 @@
+//! Settling a claimed row: delete it, or make it visible again (now or later).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ruststream_core::{AckError, Acker, Message, Settlement, Settling, Tag};
+
+use crate::broker::Inner;
+use crate::lease::Held;
+
+/// Settles the rows of one subscription, each known by its id and the attempt it was
+/// claimed at (so a row claimed again by another consumer is never settled by this one).
+pub(crate) struct RowAcker {
+    pub(crate) inner: Arc<Inner>,
+    pub(crate) held: Arc<Held>,
+}
+
+/// A row's tag: its id and the attempt of this claim.
+pub(crate) fn tag(id: i64, attempts: i32) -> Tag {
+    Tag::Pair(id as u64, attempts as u64)
+}
+
+fn untag(tag: &Tag) -> Option<(i64, i32)> {
+    match tag {
+        Tag::Pair(id, attempts) => Some((i64::try_from(*id).ok()?, i32::try_from(*attempts).ok()?)),
+        _ => None,
+    }
+}
+
+impl Acker for RowAcker {
+    fn settle(&self, tag: Tag, _message: Message, settlement: Settlement) -> Settling {
+        let Some((id, attempts)) = untag(&tag) else {
+            return Settling::done(Err(AckError::Unsupported));
+        };
+        let (inner, held) = (self.inner.clone(), self.held.clone());
+        Settling::pending(async move {
+            let done = match settlement {
+                Settlement::Accept | Settlement::Reject | Settlement::Remove => {
+                    delete(&inner, id, attempts).await
+                }
+                Settlement::Requeue => visible(&inner, id, attempts, Duration::ZERO).await,
+                Settlement::RequeueAfter(delay) => visible(&inner, id, attempts, delay).await,
+            };
+            held.release(id, attempts);
+            match done {
+                Ok(0) => Err(AckError::Refused(
+                    "lease lost: the row was claimed again or removed".to_owned(),
+                )),
+                Ok(_) => Ok(()),
+                Err(error) => Err(ack_error(&error)),
+            }
+        })
+    }
+
+    fn abandon(&self, tag: Tag, _message: Message) {
+        let Some((id, attempts)) = untag(&tag) else {
+            return;
+        };
+        let (inner, held) = (self.inner.clone(), self.held.clone());
+        // Without a runtime the row comes back when its lease runs out.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            inner.pending.start();
+            runtime.spawn(async move {
+                if let Err(error) = visible(&inner, id, attempts, Duration::ZERO).await {
+                    tracing::warn!(%error, id, "postgres: giving a row back failed; its lease runs out");
+                }
+                held.release(id, attempts);
+                inner.pending.finish();
+            });
+        }
+    }
+}
+
+async fn delete(inner: &Inner, id: i64, attempts: i32) -> Result<u64, sqlx::Error> {
+    let statement = format!(
+        "DELETE FROM {} WHERE id = $1 AND attempts = $2",
+        inner.names.messages
+    );
+    let done = sqlx::query(&statement)
+        .bind(id)
+        .bind(attempts)
+        .execute(&inner.pool)
+        .await?;
+    Ok(done.rows_affected())
+}
+
+/// Makes the row visible after `delay` and tells the queue's consumers.
+async fn visible(
+    inner: &Inner,
+    id: i64,
+    attempts: i32,
+    delay: Duration,
+) -> Result<u64, sqlx::Error> {
+    let statement = format!(
+        "WITH given AS (
+            UPDATE {} SET visible_at = now() + $3 * interval '1 millisecond', leased = false
+            WHERE id = $1 AND attempts = $2 RETURNING queue)
+         SELECT pg_notify($4, queue) FROM given",
+        inner.names.messages
+    );
+    let rows = sqlx::query(&statement)
+        .bind(id)
+        .bind(attempts)
+        .bind(delay.as_millis() as f64)
+        .bind(&inner.names.channel)
+        .fetch_all(&inner.pool)
+        .await?;
+    Ok(rows.len() as u64)
+}
+
+fn ack_error(error: &sqlx::Error) -> AckError {
+    match error {
+        sqlx::Error::Database(db) => AckError::Refused(db.message().to_owned()),
+        _ => AckError::Disconnected,
+    }
+}

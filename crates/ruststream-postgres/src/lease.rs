@@ -1,0 +1,69 @@
+//! The rows a subscription holds (claimed, not yet settled) and the extension of their
+//! leases while handlers run.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use sqlx::PgPool;
+use tokio::sync::Notify;
+
+use crate::schema::Names;
+
+/// A subscription's claimed rows, by id, with the attempt each was claimed at.
+#[derive(Debug, Default)]
+pub(crate) struct Held {
+    rows: Mutex<HashMap<i64, i32>>,
+    /// Woken when a row is let go (room for another claim).
+    pub(crate) freed: Notify,
+}
+
+impl Held {
+    /// Records a claimed row.
+    pub(crate) fn insert(&self, id: i64, attempts: i32) {
+        self.lock().insert(id, attempts);
+    }
+
+    /// Lets go of a row settled or given back, if it is still this claim of it.
+    pub(crate) fn release(&self, id: i64, attempts: i32) {
+        let mut rows = self.lock();
+        if rows.get(&id) == Some(&attempts) {
+            rows.remove(&id);
+            drop(rows);
+            self.freed.notify_one();
+        }
+    }
+
+    /// How many rows are held.
+    pub(crate) fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<i64, i32>> {
+        self.rows.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Pushes the lease of every held row to `lease` from now. A row settled meanwhile
+    /// (no longer `leased`, or claimed again) is left alone.
+    pub(crate) async fn extend(&self, pool: &PgPool, names: &Names, lease: Duration) {
+        let (ids, attempts): (Vec<i64>, Vec<i32>) = self.lock().iter().unzip();
+        if ids.is_empty() {
+            return;
+        }
+        let statement = format!(
+            "UPDATE {} AS m SET visible_at = now() + $3 * interval '1 millisecond'
+             FROM unnest($1::bigint[], $2::integer[]) AS t(id, attempts)
+             WHERE m.id = t.id AND m.attempts = t.attempts AND m.leased",
+            names.messages
+        );
+        let extended = sqlx::query(&statement)
+            .bind(ids)
+            .bind(attempts)
+            .bind(lease.as_millis() as f64)
+            .execute(pool)
+            .await;
+        if let Err(error) = extended {
+            tracing::warn!(%error, "postgres: lease extension failed");
+        }
+    }
+}

@@ -1,0 +1,102 @@
+//! The adapter's tables, created and migrated at connect: versioned, idempotent, and
+//! safe when several processes start at once (an advisory lock held for the migration's
+//! transaction).
+
+use sqlx::PgPool;
+
+use crate::ConnectError;
+
+/// Each version's statements, in order; `{schema}` is the adapter's schema.
+const MIGRATIONS: &[&[&str]] = &[&[
+    "CREATE TABLE IF NOT EXISTS {schema}.ruststream_messages (
+        id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        queue text NOT NULL,
+        payload bytea NOT NULL,
+        header_names text[] NOT NULL,
+        header_values bytea[] NOT NULL,
+        attempts integer NOT NULL DEFAULT 0,
+        leased boolean NOT NULL DEFAULT false,
+        visible_at timestamptz NOT NULL DEFAULT now(),
+        created_at timestamptz NOT NULL DEFAULT now()
+    )",
+    "CREATE INDEX IF NOT EXISTS ruststream_messages_ready
+        ON {schema}.ruststream_messages (queue, visible_at, id)",
+]];
+
+/// The schema version this build of the adapter writes.
+pub const VERSION: i32 = MIGRATIONS.len() as i32;
+
+/// The names the adapter's statements use in `schema`.
+#[derive(Clone, Debug)]
+pub(crate) struct Names {
+    /// The schema, as given (an identifier the settings checked).
+    pub(crate) schema: String,
+    /// `schema.ruststream_messages`.
+    pub(crate) messages: String,
+    /// The channel publishes notify.
+    pub(crate) channel: String,
+}
+
+impl Names {
+    /// The names in `schema`.
+    pub(crate) fn new(schema: &str) -> Self {
+        Self {
+            schema: schema.to_owned(),
+            messages: format!("{schema}.ruststream_messages"),
+            channel: format!("{schema}_ruststream"),
+        }
+    }
+}
+
+/// Brings the schema to [`VERSION`], in one transaction under an advisory lock.
+pub(crate) async fn migrate(pool: &PgPool, names: &Names) -> Result<(), ConnectError> {
+    let failed = |error: sqlx::Error| ConnectError::Migration(error.to_string());
+    let schema = &names.schema;
+    let mut tx = pool.begin().await.map_err(failed)?;
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtext($1))")
+        .bind(format!("ruststream migrations {schema}"))
+        .execute(&mut *tx)
+        .await
+        .map_err(failed)?;
+    let setup = [
+        format!("CREATE SCHEMA IF NOT EXISTS {schema}"),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {schema}.ruststream_migrations (
+                version integer PRIMARY KEY,
+                applied_at timestamptz NOT NULL DEFAULT now())"
+        ),
+    ];
+    for statement in &setup {
+        sqlx::query(statement)
+            .execute(&mut *tx)
+            .await
+            .map_err(failed)?;
+    }
+    let current: i32 = sqlx::query_scalar(&format!(
+        "SELECT coalesce(max(version), 0) FROM {schema}.ruststream_migrations"
+    ))
+    .fetch_one(&mut *tx)
+    .await
+    .map_err(failed)?;
+    if current > VERSION {
+        return Err(ConnectError::Migration(format!(
+            "schema {schema} is at version {current}, newer than this adapter's {VERSION}"
+        )));
+    }
+    for (version, statements) in (1..).zip(MIGRATIONS).skip(current as usize) {
+        for statement in statements.iter() {
+            sqlx::query(&statement.replace("{schema}", schema))
+                .execute(&mut *tx)
+                .await
+                .map_err(failed)?;
+        }
+        sqlx::query(&format!(
+            "INSERT INTO {schema}.ruststream_migrations (version) VALUES ($1)"
+        ))
+        .bind(version)
+        .execute(&mut *tx)
+        .await
+        .map_err(failed)?;
+    }
+    tx.commit().await.map_err(failed)
+}

@@ -1,0 +1,77 @@
+//! The shared conformance suite (`ruststream-conformance`) on PostgreSQL with the
+//! **default** options, each check in a schema of its own (dropped after it). Needs
+//! PostgreSQL (`RUSTSTREAM_POSTGRES_URL`, default `postgres://postgres@127.0.0.1:5432/test`).
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use ruststream_conformance::{Harness, Mount};
+use ruststream_core::{Address, Broker, Capabilities};
+
+/// Queues in a schema of the check's own.
+struct Postgres {
+    schema: String,
+    taken: AtomicUsize,
+    sealed: AtomicUsize,
+}
+
+impl Postgres {
+    fn new() -> Self {
+        Self {
+            schema: support::unique_schema("conf"),
+            taken: AtomicUsize::new(0),
+            sealed: AtomicUsize::new(0),
+        }
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        support::drop_schema(&self.schema);
+    }
+}
+
+impl Harness for Postgres {
+    fn name(&self) -> &str {
+        "postgres"
+    }
+
+    async fn broker(&self) -> Arc<dyn Broker> {
+        Arc::new(support::broker(&self.schema, "").await)
+    }
+
+    fn fresh_address(&self) -> Address {
+        Address::new(format!("q{}", self.taken.fetch_add(1, Ordering::Relaxed)))
+    }
+
+    fn mount(&self, address: Address) -> Mount {
+        Mount::new(address)
+    }
+
+    /// A subscription drains at a graceful stop: it claims nothing more and hands out
+    /// what it claimed.
+    fn drains(&self) -> bool {
+        true
+    }
+
+    /// A queue a trigger in the check's schema refuses rows for.
+    fn unpublishable_address(&self) -> Option<Address> {
+        if self.sealed.fetch_add(1, Ordering::Relaxed) == 0 {
+            support::seal(&self.schema);
+        }
+        Some(Address::new(format!(
+            "sealed{}",
+            self.taken.fetch_add(1, Ordering::Relaxed)
+        )))
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        ruststream_postgres::CAPABILITIES
+    }
+}
+
+mod queue {
+    ruststream_conformance::conformance_tests!(super::Postgres::new());
+}

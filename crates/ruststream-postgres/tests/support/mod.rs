@@ -1,0 +1,102 @@
+//! What the PostgreSQL tests share: the server's URL, a fresh schema per test, and a
+//! failure that says how to get a PostgreSQL when there is none.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use ruststream_postgres::PostgresBroker;
+
+/// The server under test: `RUSTSTREAM_POSTGRES_URL`, else the local one.
+pub fn url() -> String {
+    std::env::var("RUSTSTREAM_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
+}
+
+/// A schema name no other test uses.
+pub fn unique_schema(what: &str) -> String {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!(
+        "rs_{what}_{}_{}_{nanos}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// The server's URL with `schema` and further settings (`&lease=2s`) in its query.
+pub fn url_for(schema: &str, more: &str) -> String {
+    let base = url();
+    let join = if base.contains('?') { '&' } else { '?' };
+    format!("{base}{join}schema={schema}{more}")
+}
+
+/// A broker on `schema`; a missing PostgreSQL fails the test saying how to get one.
+pub async fn broker(schema: &str, more: &str) -> PostgresBroker {
+    let url = url_for(schema, more);
+    match PostgresBroker::connect(&url).await {
+        Ok(broker) => broker,
+        Err(error) => panic!("{}", missing(&error)),
+    }
+}
+
+/// The failure of a test that needs PostgreSQL and has none.
+pub fn missing(error: &dyn std::fmt::Display) -> String {
+    format!(
+        "these tests need PostgreSQL: {error}\n\
+         start one (PostgreSQL 15 on 127.0.0.1:5432, trust auth, database `test`, as in CI) \
+         or set RUSTSTREAM_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"
+    )
+}
+
+/// Runs `statements` on a connection of its own, from outside any runtime (a harness's
+/// `Drop`, its synchronous set-up).
+pub fn run_blocking(schema: String, statements: Vec<String>) {
+    let done = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        runtime.block_on(async move {
+            let broker = broker(&schema, "").await;
+            for statement in statements {
+                sqlx::query(&statement)
+                    .execute(broker.pool())
+                    .await
+                    .unwrap_or_else(|error| panic!("{statement}: {error}"));
+            }
+            ruststream_core::Broker::close(&broker).await;
+        });
+    })
+    .join();
+    assert!(done.is_ok(), "the statements failed");
+}
+
+/// Drops a test's schema and everything in it.
+pub fn drop_schema(schema: &str) {
+    run_blocking(
+        schema.to_owned(),
+        vec![format!("DROP SCHEMA IF EXISTS {schema} CASCADE")],
+    );
+}
+
+/// Makes a publish to any queue whose name starts with `sealed` fail in `schema`: a
+/// trigger refuses the row.
+pub fn seal(schema: &str) {
+    run_blocking(
+        schema.to_owned(),
+        vec![
+            format!(
+                "CREATE OR REPLACE FUNCTION {schema}.refuse() RETURNS trigger LANGUAGE plpgsql AS
+                 $$ BEGIN RAISE EXCEPTION 'queue % is sealed', NEW.queue; END $$"
+            ),
+            format!(
+                "CREATE OR REPLACE TRIGGER sealed BEFORE INSERT ON {schema}.ruststream_messages
+                 FOR EACH ROW WHEN (NEW.queue LIKE 'sealed%') EXECUTE FUNCTION {schema}.refuse()"
+            ),
+        ],
+    );
+}
