@@ -57,6 +57,7 @@ const FEATURES: &[(&str, &str)] = &[
     ("nats", "nats"),
     ("tls", "nats"),
     ("nats+tls", "nats"),
+    ("kafka", "kafka"),
 ];
 
 /// The connectors this build has, one per adapter its features turn on.
@@ -80,6 +81,8 @@ const CONNECTORS: &[&dyn Connector] = &[
     &ruststream_lapin::LapinConnector,
     #[cfg(feature = "nats")]
     &ruststream_nats::NatsConnector,
+    #[cfg(feature = "kafka")]
+    &ruststream_kafka::KafkaConnector,
 ];
 
 /// The connector that opens `url`, or why there is none in this build.
@@ -146,7 +149,8 @@ pub(crate) fn schemes() -> Vec<String> {
 /// `rediss://`, `redis-cluster://`, `rediss-cluster://` (feature `redis`; TLS needs
 /// `redis-tls`), `amqp://`, `amqps://` (AMQP 1.0, feature `amqp`; TLS needs `amqp-tls`),
 /// `amqp091://`, `amqps091://` (RabbitMQ over AMQP 0-9-1, feature `lapin`; TLS needs
-/// `lapin-tls`), `nats://`, `tls://`, `nats+tls://` (NATS, feature `nats`).
+/// `lapin-tls`), `nats://`, `tls://`, `nats+tls://` (NATS, feature `nats`), `kafka://` (Kafka, feature
+/// `kafka`).
 ///
 /// `amqp://` stays AMQP 1.0 whatever features are on, so that enabling one never changes
 /// what a URL opens; AMQP 0-9-1 has schemes of its own. The URL's query is the adapter's
@@ -201,7 +205,7 @@ mod tests {
 
     #[tokio::test]
     async fn unknown_schemes_are_named() {
-        match connect("kafka://h:9092").await {
+        match connect("mqtt://h:1883").await {
             Err(error @ ConnectError::UnknownScheme { .. }) => {
                 let text = error.to_string();
                 for scheme in [
@@ -214,11 +218,11 @@ mod tests {
                     assert!(text.contains(scheme), "{text}");
                 }
                 assert!(
-                    matches!(error, ConnectError::UnknownScheme { scheme, .. } if scheme == "kafka")
+                    matches!(error, ConnectError::UnknownScheme { scheme, .. } if scheme == "mqtt")
                 );
             }
             Err(other) => panic!("{other}"),
-            Ok(_) => panic!("connected to kafka"),
+            Ok(_) => panic!("connected to mqtt"),
         }
         assert!(matches!(
             connect("h:9092").await,
@@ -298,6 +302,7 @@ mod tests {
         assert_eq!(has("amqp091://"), cfg!(feature = "lapin"));
         assert_eq!(has("amqps091://"), cfg!(feature = "lapin-tls"));
         assert_eq!(has("nats://"), cfg!(feature = "nats"));
+        assert_eq!(has("kafka://"), cfg!(feature = "kafka"));
     }
 
     #[cfg(not(feature = "lapin-tls"))]
@@ -341,6 +346,19 @@ mod tests {
         }
     }
 
+    #[cfg(not(feature = "kafka"))]
+    #[tokio::test]
+    async fn kafka_without_its_feature_is_named() {
+        let error = connect("kafka://127.0.0.1:9092")
+            .await
+            .err()
+            .expect("no kafka");
+        assert_eq!(
+            error.to_string(),
+            "kafka:// needs the `kafka` feature of ruststream"
+        );
+    }
+
     #[cfg(not(feature = "lapin"))]
     #[tokio::test]
     async fn amqp091_without_its_feature_is_named() {
@@ -369,7 +387,7 @@ mod tests {
         let described = super::server("memory://").expect("memory");
         assert_eq!(described.host, "localhost");
         assert!(matches!(
-            super::server("kafka://h"),
+            super::server("mqtt://h"),
             Err(ConnectError::UnknownScheme { .. })
         ));
     }
