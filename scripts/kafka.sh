@@ -9,8 +9,8 @@
 #
 # Install: when ${RUSTSTREAM_CACHE:-/var/cache/ruststream}/nisshi-0.8.1/bin/nisshi is
 # missing, `cargo install --locked nisshi@0.8.1` builds it there, with a target
-# directory of its own that is deleted afterwards. That build takes about 20
-# minutes on 2 cores (measured: see docs/kafka.md), once per machine.
+# directory of its own that is deleted afterwards. That build takes 20 to 35
+# minutes on 2 cores (34 min measured beside other builds), once per machine.
 # (--ignore-rust-version: its `rama` dependency declares Rust 1.96 and builds on 1.95.)
 # Pid file and log: ${RUSTSTREAM_CACHE:-/var/cache/ruststream}/kafka/nisshi.{pid,log}.
 set -euo pipefail
@@ -37,7 +37,7 @@ install() {
   [ -x "$BIN" ] && { exec 8>&-; return; }
   local target t0=$SECONDS
   target=$(mktemp -d "${TMPDIR:-/tmp}/nisshi-build.XXXXXX")
-  log "building nisshi $VERSION into $ROOT (about 20 minutes on 2 cores, once)"
+  log "building nisshi $VERSION into $ROOT (20 to 35 minutes on 2 cores, once)"
   if ! CARGO_TARGET_DIR=$target cargo install --locked --ignore-rust-version \
       "nisshi@$VERSION" --root "$ROOT" >&2; then
     rm -rf "$target"
