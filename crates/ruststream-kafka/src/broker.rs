@@ -8,12 +8,14 @@ use rdkafka::ClientConfig;
 use rdkafka::consumer::Consumer;
 use rdkafka::producer::{FutureProducer, Producer};
 use ruststream_core::{
-    BoxFuture, Broker, Capabilities, Publish, Setting, SubscribeError, SubscribeSpec, Subscription,
+    Address, BoxFuture, Broker, Capabilities, Publish, Replies, Setting, SubscribeError,
+    SubscribeSpec, Subscription,
 };
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use crate::acker::KafkaAcker;
+use crate::admin;
 use crate::commit::commit;
 use crate::context::{Context, KafkaConsumer};
 use crate::error::ConnectError;
@@ -47,6 +49,8 @@ struct Inner {
     producer: FutureProducer,
     closed: watch::Sender<bool>,
     readers: Mutex<Vec<JoinHandle<()>>>,
+    /// The reply topics this broker made, removed at close.
+    replies: Mutex<Vec<String>>,
 }
 
 impl KafkaBroker {
@@ -80,6 +84,7 @@ impl KafkaBroker {
                 producer,
                 closed: watch::Sender::new(false),
                 readers: Mutex::new(Vec::new()),
+                replies: Mutex::new(Vec::new()),
             }),
         })
     }
@@ -141,21 +146,11 @@ impl KafkaBroker {
 
     /// Refuses a topic the cluster does not have: a consumer of it would wait for ever.
     async fn exists(&self, topic: &str) -> Result<(), SubscribeError> {
-        let producer = self.inner.producer.clone();
-        let name = topic.to_owned();
-        let found = tokio::task::spawn_blocking(move || {
-            producer
-                .client()
-                .fetch_metadata(Some(&name), Duration::from_secs(10))
-                .map(|metadata| {
-                    metadata.topics().iter().any(|t| {
-                        t.name() == name && t.error().is_none() && !t.partitions().is_empty()
-                    })
-                })
-        })
-        .await
-        .map_err(|_| SubscribeError::Closed)?
-        .map_err(|error| SubscribeError::Disconnected(error.to_string()))?;
+        let (servers, name) = (self.inner.servers.clone(), topic.to_owned());
+        let found = tokio::task::spawn_blocking(move || admin::exists(&servers, &name))
+            .await
+            .map_err(|_| SubscribeError::Closed)?
+            .map_err(|error| SubscribeError::Disconnected(error.to_string()))?;
         if found {
             Ok(())
         } else {
@@ -202,6 +197,38 @@ impl Broker for KafkaBroker {
             let producer = self.inner.producer.clone();
             let _ =
                 tokio::task::spawn_blocking(move || producer.flush(Duration::from_secs(10))).await;
+            let replies = std::mem::take(
+                &mut *self
+                    .inner
+                    .replies
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner),
+            );
+            admin::delete(&self.inner.servers, &replies).await;
+        })
+    }
+
+    /// A topic of its own (one partition), made now and removed when the broker closes.
+    fn replies(&self, address: Address) -> BoxFuture<'_, Result<Replies, SubscribeError>> {
+        Box::pin(async move {
+            let topic = admin::topic_name(address.as_str());
+            admin::create(&self.inner.servers, &topic)
+                .await
+                .map_err(|error| {
+                    SubscribeError::Refused(format!("reply topic {topic}: {error}"))
+                })?;
+            self.inner
+                .replies
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(topic.clone());
+            let mut spec = SubscribeSpec::new(topic.as_str());
+            spec.in_flight = 256;
+            let subscription = self.open(spec).await?;
+            Ok(Replies {
+                address: Address::new(topic),
+                subscription,
+            })
         })
     }
 

@@ -45,6 +45,7 @@
 //! See `docs/kafka.md` for the broker the tests run on and how it differs from Kafka.
 
 mod acker;
+mod admin;
 mod broker;
 mod commit;
 mod connector;

@@ -1,0 +1,55 @@
+//! The shared conformance suite (`ruststream-conformance`) on Kafka with the adapter's
+//! **default** options: each check's topics made fresh (three partitions), its services
+//! in the default group. Needs a Kafka-protocol broker (`scripts/kafka.sh`;
+//! `RUSTSTREAM_KAFKA_URL`, default `kafka://127.0.0.1:9092`).
+
+mod support;
+
+use std::sync::Arc;
+
+use ruststream_conformance::{Harness, Mount};
+use ruststream_core::{Address, Broker, Capabilities};
+use ruststream_kafka::KafkaBroker;
+
+/// Topics of the check's own, in the default group.
+struct Kafka {
+    prefix: String,
+}
+
+impl Harness for Kafka {
+    fn name(&self) -> &str {
+        "kafka"
+    }
+
+    async fn broker(&self) -> Arc<dyn Broker> {
+        let url = support::url();
+        support::bootstrap();
+        match KafkaBroker::connect(&url).await {
+            Ok(broker) => Arc::new(broker),
+            Err(error) => panic!(
+                "Kafka is not reachable at {url} ({error}). {}",
+                support::HOW
+            ),
+        }
+    }
+
+    fn fresh_address(&self) -> Address {
+        let topic = support::unique(&self.prefix);
+        support::create_topic_blocking(&topic, 3);
+        Address::new(topic)
+    }
+
+    fn mount(&self, address: Address) -> Mount {
+        Mount::new(address)
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::SETTLES
+    }
+}
+
+mod kafka {
+    ruststream_conformance::conformance_tests!(super::Kafka {
+        prefix: "conf".into()
+    });
+}
