@@ -51,6 +51,10 @@ fn kind(error: &KafkaError, size: usize) -> PublishErrorKind {
         Some(RDKafkaErrorCode::UnknownTopicOrPartition | RDKafkaErrorCode::UnknownTopic) => {
             PublishErrorKind::BadAddress(format!("no topic: {error}"))
         }
+        // librdkafka refuses a name Kafka does not take before sending anything.
+        Some(RDKafkaErrorCode::InvalidTopic) => {
+            PublishErrorKind::BadAddress(format!("not a topic name: {error}"))
+        }
         Some(RDKafkaErrorCode::MessageTimedOut | RDKafkaErrorCode::AllBrokersDown) => {
             PublishErrorKind::Disconnected
         }

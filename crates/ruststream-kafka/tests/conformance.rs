@@ -43,13 +43,27 @@ impl Harness for Kafka {
         Mount::new(address)
     }
 
+    /// A name Kafka does not take: librdkafka refuses the publish at once. (A topic
+    /// that does not exist will not do: the broker makes it.)
+    fn unpublishable_address(&self) -> Option<Address> {
+        Some(Address::new(format!("{} is not a topic!", self.prefix)))
+    }
+
     fn capabilities(&self) -> Capabilities {
         Capabilities::SETTLES
     }
 }
 
 mod kafka {
-    ruststream_conformance::conformance_tests!(super::Kafka {
-        prefix: "conf".into()
-    });
+    ruststream_conformance::conformance_tests!(
+        super::Kafka {
+            prefix: "conf".into()
+        },
+        ignore(
+            failed_copy_is_owed = "Kafka commits a position per partition: the `good` \
+             delivery settled after an owed one on its partition comes back with the owed \
+             ones at the stop (at least once), and the check expects the owed ones only \
+             (docs/kafka.md)"
+        )
+    );
 }
