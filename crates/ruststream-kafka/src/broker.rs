@@ -127,6 +127,7 @@ impl KafkaBroker {
             address: spec.address,
             out,
             closed: self.inner.closed.subscribe(),
+            drain: spec.drain,
         };
         let handle = tokio::spawn(reader.run());
         self.inner

@@ -81,6 +81,16 @@ impl Group {
             .collect()
     }
 
+    /// How many deliveries of every partition held are being handled (in hand, not
+    /// given back).
+    pub(crate) fn handling(&self) -> usize {
+        self.held()
+            .partitions
+            .values()
+            .map(|(_, part)| part.handling())
+            .sum()
+    }
+
     /// A message read at `offset` of `partition`: its position if it is to be delivered.
     pub(crate) fn read(&self, partition: i32, offset: i64) -> Option<Position> {
         let mut held = self.held();

@@ -14,7 +14,8 @@
 //! the partition was taken away meanwhile (a rebalance: the new owner reads it again).
 //! A delivery given back unsettled (`Acker::abandon`) is read again at once: the
 //! partition is sought back to it, and what that reads again is skipped unless it was
-//! given back too.
+//! given back too. A graceful stop drains: nothing more is read, what the subscription
+//! holds is handled and settled, then the consumer commits and leaves its group.
 //!
 //! Kafka neither takes a record back nor counts deliveries, so subscriptions declare
 //! [`Capabilities::SETTLES`](ruststream_core::Capabilities::SETTLES): a retry is a copy

@@ -78,6 +78,15 @@ impl Partition {
     pub(crate) fn in_hand(&self) -> usize {
         self.unsettled.len()
     }
+
+    /// How many deliveries are in hand and not given back: those a stopping service
+    /// may still settle.
+    pub(crate) fn handling(&self) -> usize {
+        self.unsettled
+            .values()
+            .filter(|abandoned| !**abandoned)
+            .count()
+    }
 }
 
 #[cfg(test)]
@@ -109,6 +118,7 @@ mod tests {
         assert_eq!(p.settle(2), None);
         assert_eq!(p.abandon(3), Some(3));
         assert_eq!(p.abandon(1), Some(1), "the lowest abandoned");
+        assert_eq!(p.handling(), 1, "4 only");
         // The seek to 1 reads 1 to 4 again: 1 and 3 were abandoned, 2 is settled and
         // 4 still in hand.
         let again: Vec<i64> = (1..5).filter(|&offset| p.read(offset)).collect();

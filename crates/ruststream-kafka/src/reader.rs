@@ -9,7 +9,7 @@ use rdkafka::Message as _;
 use rdkafka::consumer::{CommitMode, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::BorrowedMessage;
-use ruststream_core::{Acker, Address, ConsumeError, Delivery, Tag};
+use ruststream_core::{Acker, Address, ConsumeError, Delivery, Drain, Tag};
 use tokio::sync::{mpsc, watch};
 
 use crate::context::{KafkaConsumer, offsets};
@@ -27,17 +27,26 @@ pub(crate) struct Reader {
     pub(crate) address: Address,
     pub(crate) out: mpsc::Sender<Item>,
     pub(crate) closed: watch::Receiver<bool>,
+    pub(crate) drain: Drain,
 }
 
 impl Reader {
-    /// Reads until the stream is dropped or the broker closes, then commits what is
-    /// settled and closes the consumer (it leaves its group).
+    /// Reads until the stream is dropped, the broker closes or a graceful stop asks to
+    /// drain, then commits what is settled and closes the consumer (it leaves its
+    /// group). A drain ends the stream after what it holds, and waits for the
+    /// deliveries being handled to be settled (or the broker to close) before that.
     pub(crate) async fn run(self) {
         let mut closed = self.closed.clone();
+        self.drain.accept();
+        let mut drained = false;
         loop {
             let item = tokio::select! {
                 _ = self.out.closed() => break,
                 _ = closed.wait_for(|closed| *closed) => break,
+                _ = self.drain.requested() => {
+                    drained = true;
+                    break;
+                }
                 received = self.consumer.recv() => self.item(received),
             };
             match item {
@@ -57,8 +66,20 @@ impl Reader {
                 None => {}
             }
         }
-        let (consumer, group) = (self.consumer, self.group);
-        drop(self.acker);
+        let Reader {
+            consumer,
+            group,
+            acker,
+            out,
+            ..
+        } = self;
+        drop((acker, out));
+        while drained && group.handling() > 0 {
+            tokio::select! {
+                _ = closed.wait_for(|closed| *closed) => break,
+                () = tokio::time::sleep(Duration::from_millis(20)) => {}
+            }
+        }
         let _ = tokio::task::spawn_blocking(move || {
             let positions = group.positions();
             if !positions.is_empty() {

@@ -43,6 +43,11 @@ impl Harness for Kafka {
         Mount::new(address)
     }
 
+    /// A graceful stop reads nothing more and handles what the subscription holds.
+    fn drains(&self) -> bool {
+        true
+    }
+
     /// A name Kafka does not take: librdkafka refuses the publish at once. (A topic
     /// that does not exist will not do: the broker makes it.)
     fn unpublishable_address(&self) -> Option<Address> {
