@@ -59,6 +59,7 @@ const FEATURES: &[(&str, &str)] = &[
     ("nats+tls", "nats"),
     ("postgres", "postgres"),
     ("postgresql", "postgres"),
+    ("kafka", "kafka"),
 ];
 
 /// The connectors this build has, one per adapter its features turn on.
@@ -84,6 +85,8 @@ const CONNECTORS: &[&dyn Connector] = &[
     &ruststream_nats::NatsConnector,
     #[cfg(feature = "postgres")]
     &ruststream_postgres::PostgresConnector,
+    #[cfg(feature = "kafka")]
+    &ruststream_kafka::KafkaConnector,
 ];
 
 /// The connector that opens `url`, or why there is none in this build.
@@ -151,7 +154,8 @@ pub(crate) fn schemes() -> Vec<String> {
 /// `redis-tls`), `amqp://`, `amqps://` (AMQP 1.0, feature `amqp`; TLS needs `amqp-tls`),
 /// `amqp091://`, `amqps091://` (RabbitMQ over AMQP 0-9-1, feature `lapin`; TLS needs
 /// `lapin-tls`), `nats://`, `tls://`, `nats+tls://` (NATS, feature `nats`),
-/// `postgres://`, `postgresql://` (PostgreSQL as a broker, feature `postgres`).
+/// `postgres://`, `postgresql://` (PostgreSQL as a broker, feature `postgres`),
+/// `kafka://` (Kafka, feature `kafka`).
 ///
 /// `amqp://` stays AMQP 1.0 whatever features are on, so that enabling one never changes
 /// what a URL opens; AMQP 0-9-1 has schemes of its own. The URL's query is the adapter's
@@ -206,7 +210,7 @@ mod tests {
 
     #[tokio::test]
     async fn unknown_schemes_are_named() {
-        match connect("kafka://h:9092").await {
+        match connect("mqtt://h:1883").await {
             Err(error @ ConnectError::UnknownScheme { .. }) => {
                 let text = error.to_string();
                 for scheme in [
@@ -219,11 +223,11 @@ mod tests {
                     assert!(text.contains(scheme), "{text}");
                 }
                 assert!(
-                    matches!(error, ConnectError::UnknownScheme { scheme, .. } if scheme == "kafka")
+                    matches!(error, ConnectError::UnknownScheme { scheme, .. } if scheme == "mqtt")
                 );
             }
             Err(other) => panic!("{other}"),
-            Ok(_) => panic!("connected to kafka"),
+            Ok(_) => panic!("connected to mqtt"),
         }
         assert!(matches!(
             connect("h:9092").await,
@@ -305,6 +309,7 @@ mod tests {
         assert_eq!(has("nats://"), cfg!(feature = "nats"));
         assert_eq!(has("postgres://"), cfg!(feature = "postgres"));
         assert_eq!(has("postgresql://"), cfg!(feature = "postgres"));
+        assert_eq!(has("kafka://"), cfg!(feature = "kafka"));
     }
 
     #[cfg(not(feature = "postgres"))]
@@ -362,6 +367,19 @@ mod tests {
         }
     }
 
+    #[cfg(not(feature = "kafka"))]
+    #[tokio::test]
+    async fn kafka_without_its_feature_is_named() {
+        let error = connect("kafka://127.0.0.1:9092")
+            .await
+            .err()
+            .expect("no kafka");
+        assert_eq!(
+            error.to_string(),
+            "kafka:// needs the `kafka` feature of ruststream"
+        );
+    }
+
     #[cfg(not(feature = "lapin"))]
     #[tokio::test]
     async fn amqp091_without_its_feature_is_named() {
@@ -390,7 +408,7 @@ mod tests {
         let described = super::server("memory://").expect("memory");
         assert_eq!(described.host, "localhost");
         assert!(matches!(
-            super::server("kafka://h"),
+            super::server("mqtt://h"),
             Err(ConnectError::UnknownScheme { .. })
         ));
     }

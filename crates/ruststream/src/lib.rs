@@ -8,7 +8,7 @@
 //!
 //! This crate is the one a service depends on: it re-exports the runtime
 //! (`ruststream-runtime`), the adapters its features build in (`ruststream::redis`,
-//! `amqp`, `lapin`, `nats`, `postgres`), [`connect`] to open any of them by URL, and the command
+//! `amqp`, `lapin`, `nats`, `postgres`, `kafka`), [`connect`] to open any of them by URL, and the command
 //! line (`ruststream::cli`, feature `cli`).
 //!
 //! ```no_run
@@ -53,6 +53,9 @@ pub use ruststream_amqp as amqp;
 #[cfg(feature = "lapin")]
 pub use ruststream_lapin as lapin;
 
+/// The Kafka adapter (feature `kafka`).
+#[cfg(feature = "kafka")]
+pub use ruststream_kafka as kafka;
 /// The NATS JetStream adapter (feature `nats`).
 #[cfg(feature = "nats")]
 pub use ruststream_nats as nats;

@@ -1,0 +1,94 @@
+//! Topics the adapter makes and removes itself: a request client's reply topic.
+
+use std::time::Duration;
+
+use rdkafka::ClientConfig;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::error::KafkaError;
+
+/// How long the cluster may take to make or remove a topic.
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// An admin client of the cluster at `servers`. Its metadata requests never make a
+/// topic (librdkafka's producers would, where the broker auto-creates topics).
+pub(crate) fn admin(servers: &str) -> Result<AdminClient<DefaultClientContext>, KafkaError> {
+    ClientConfig::new()
+        .set("bootstrap.servers", servers)
+        .set("allow.auto.create.topics", "false")
+        .create()
+}
+
+/// Whether the cluster has `topic` with at least one partition (blocking: a metadata
+/// request).
+pub(crate) fn exists(servers: &str, topic: &str) -> Result<bool, KafkaError> {
+    let metadata = admin(servers)?
+        .inner()
+        .fetch_metadata(Some(topic), TIMEOUT)?;
+    Ok(metadata
+        .topics()
+        .iter()
+        .any(|t| t.name() == topic && t.error().is_none() && !t.partitions().is_empty()))
+}
+
+fn options() -> AdminOptions {
+    AdminOptions::new().operation_timeout(Some(TIMEOUT))
+}
+
+/// Makes `topic` with one partition, the cluster's default replication.
+pub(crate) async fn create(servers: &str, topic: &str) -> Result<(), String> {
+    let admin = admin(servers).map_err(|error| error.to_string())?;
+    let made = admin
+        .create_topics(
+            &[NewTopic::new(topic, 1, TopicReplication::Fixed(-1))],
+            &options(),
+        )
+        .await
+        .map_err(|error| error.to_string())?;
+    made.into_iter().try_for_each(|result| {
+        result
+            .map(drop)
+            .map_err(|(name, error)| format!("{name}: {error}"))
+    })
+}
+
+/// Removes `topics`, leaving the ones that will not go (logged).
+pub(crate) async fn delete(servers: &str, topics: &[String]) {
+    if topics.is_empty() {
+        return;
+    }
+    let Ok(admin) = admin(servers) else { return };
+    let names: Vec<&str> = topics.iter().map(String::as_str).collect();
+    match admin.delete_topics(&names, &options()).await {
+        Ok(results) => {
+            for (name, error) in results.into_iter().filter_map(Result::err) {
+                tracing::warn!(topic = %name, %error, "cannot remove a reply topic");
+            }
+        }
+        Err(error) => tracing::warn!(%error, "cannot remove the reply topics"),
+    }
+}
+
+/// A topic name for `address`: Kafka takes ASCII letters, digits, `.`, `_` and `-`, up
+/// to 249 of them; anything else becomes `_`.
+pub(crate) fn topic_name(address: &str) -> String {
+    address
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(249)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_topic_name_keeps_what_kafka_takes() {
+        assert_eq!(super::topic_name("orders.reply/1:ü"), "orders.reply_1__");
+    }
+}

@@ -1,0 +1,241 @@
+//! The broker: one producer for every publish, one consumer per subscription.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures_util::stream;
+use rdkafka::ClientConfig;
+use rdkafka::consumer::Consumer;
+use rdkafka::producer::{FutureProducer, Producer};
+use ruststream_core::{
+    Address, BoxFuture, Broker, Capabilities, Publish, Replies, Setting, SubscribeError,
+    SubscribeSpec, Subscription,
+};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+use crate::acker::KafkaAcker;
+use crate::admin;
+use crate::commit::commit;
+use crate::context::{Context, KafkaConsumer};
+use crate::error::ConnectError;
+use crate::group::Group;
+use crate::publisher::KafkaPublisher;
+use crate::reader::Reader;
+use crate::settings;
+
+/// The largest record the producer sends (librdkafka's `message.max.bytes`, as Kafka's
+/// default).
+pub const MAX_MESSAGE: usize = 1_000_000;
+
+/// How long librdkafka tries to deliver a record before the publish fails.
+const DELIVERY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The broker under `RUSTSTREAM_KAFKA_URL`, else `kafka://127.0.0.1:9092`.
+pub fn default_url() -> String {
+    std::env::var("RUSTSTREAM_KAFKA_URL").unwrap_or_else(|_| "kafka://127.0.0.1:9092".into())
+}
+
+/// A Kafka cluster: a mount is a consumer of its topic in a consumer group, publishing
+/// goes through one idempotent producer.
+#[derive(Clone)]
+pub struct KafkaBroker {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    servers: String,
+    settings: Vec<Setting>,
+    producer: FutureProducer,
+    closed: watch::Sender<bool>,
+    readers: Mutex<Vec<JoinHandle<()>>>,
+    /// The reply topics this broker made, removed at close.
+    replies: Mutex<Vec<String>>,
+}
+
+impl KafkaBroker {
+    /// Connects to the cluster `url` names (`kafka://host:9092[,host:9092…][?group=…]`)
+    /// and checks that it answers.
+    pub async fn connect(url: &str) -> Result<Self, ConnectError> {
+        let url = settings::parse(url)?;
+        let producer: FutureProducer = ClientConfig::new()
+            .set("bootstrap.servers", &url.servers)
+            .set("enable.idempotence", "true")
+            .set("acks", "all")
+            .set("message.max.bytes", MAX_MESSAGE.to_string())
+            .set(
+                "message.timeout.ms",
+                DELIVERY_TIMEOUT.as_millis().to_string(),
+            )
+            .create()?;
+        let probe = producer.clone();
+        tokio::task::spawn_blocking(move || {
+            probe
+                .client()
+                .fetch_metadata(None, Duration::from_secs(10))
+                .map(drop)
+        })
+        .await
+        .map_err(|_| ConnectError::Url("connecting was cut off".into()))??;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                servers: url.servers,
+                settings: url.settings,
+                producer,
+                closed: watch::Sender::new(false),
+                readers: Mutex::new(Vec::new()),
+                replies: Mutex::new(Vec::new()),
+            }),
+        })
+    }
+
+    fn consumer(&self, group_id: &str, group: Arc<Group>) -> Result<KafkaConsumer, SubscribeError> {
+        ClientConfig::new()
+            .set("bootstrap.servers", &self.inner.servers)
+            .set("group.id", group_id)
+            .set("group.protocol", "classic")
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            .set("auto.offset.reset", "earliest")
+            .create_with_context(Context { group })
+            .map_err(|error| SubscribeError::Refused(format!("kafka consumer: {error}")))
+    }
+
+    async fn open(&self, spec: SubscribeSpec) -> Result<Subscription, SubscribeError> {
+        spec.options.check("kafka")?;
+        let topic = spec.address.as_str().to_owned();
+        let group_id = settings::group(&topic, &self.inner.settings, &spec.options)?;
+        self.exists(&topic).await?;
+        let group = Arc::new(Group::new(topic.clone()));
+        let consumer = Arc::new(self.consumer(&group_id, group.clone())?);
+        consumer
+            .subscribe(&[&topic])
+            .map_err(|error| SubscribeError::Refused(format!("subscribe to {topic}: {error}")))?;
+        let (asks, asked) = mpsc::unbounded_channel();
+        tokio::spawn(commit(Arc::downgrade(&consumer), topic.into(), asked));
+        let acker = Arc::new(KafkaAcker {
+            group: group.clone(),
+            consumer: Arc::downgrade(&consumer),
+            commits: asks,
+        });
+        let (out, received) = mpsc::channel(spec.in_flight.max(1));
+        let attached = group.attached.clone();
+        let reader = Reader {
+            consumer,
+            group,
+            acker,
+            address: spec.address,
+            out,
+            closed: self.inner.closed.subscribe(),
+            drain: spec.drain,
+        };
+        let handle = tokio::spawn(reader.run());
+        self.inner
+            .readers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(handle);
+        let deliveries = stream::unfold(received, |mut received| async move {
+            received.recv().await.map(|item| (item, received))
+        });
+        Ok(Subscription {
+            deliveries: Box::pin(deliveries),
+            capabilities: Capabilities::SETTLES,
+            attached,
+        })
+    }
+
+    /// Refuses a topic the cluster does not have: a consumer of it would wait for ever.
+    async fn exists(&self, topic: &str) -> Result<(), SubscribeError> {
+        let (servers, name) = (self.inner.servers.clone(), topic.to_owned());
+        let found = tokio::task::spawn_blocking(move || admin::exists(&servers, &name))
+            .await
+            .map_err(|_| SubscribeError::Closed)?
+            .map_err(|error| SubscribeError::Disconnected(error.to_string()))?;
+        if found {
+            Ok(())
+        } else {
+            Err(SubscribeError::BadAddress(format!(
+                "no topic {topic} (create it first)"
+            )))
+        }
+    }
+}
+
+impl Broker for KafkaBroker {
+    fn name(&self) -> &'static str {
+        "kafka"
+    }
+
+    fn subscribe(
+        &self,
+        spec: SubscribeSpec,
+    ) -> BoxFuture<'_, Result<Subscription, SubscribeError>> {
+        Box::pin(self.open(spec))
+    }
+
+    fn publisher(&self) -> Arc<dyn Publish> {
+        Arc::new(KafkaPublisher {
+            producer: self.inner.producer.clone(),
+        })
+    }
+
+    /// Every subscription commits what is settled and leaves its group; then what the
+    /// producer holds is sent.
+    fn close(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            self.inner.closed.send_replace(true);
+            let readers = std::mem::take(
+                &mut *self
+                    .inner
+                    .readers
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner),
+            );
+            for reader in readers {
+                let _ = reader.await;
+            }
+            let producer = self.inner.producer.clone();
+            let _ =
+                tokio::task::spawn_blocking(move || producer.flush(Duration::from_secs(10))).await;
+            let replies = std::mem::take(
+                &mut *self
+                    .inner
+                    .replies
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner),
+            );
+            admin::delete(&self.inner.servers, &replies).await;
+        })
+    }
+
+    /// A topic of its own (one partition), made now and removed when the broker closes.
+    fn replies(&self, address: Address) -> BoxFuture<'_, Result<Replies, SubscribeError>> {
+        Box::pin(async move {
+            let topic = admin::topic_name(address.as_str());
+            admin::create(&self.inner.servers, &topic)
+                .await
+                .map_err(|error| {
+                    SubscribeError::Refused(format!("reply topic {topic}: {error}"))
+                })?;
+            self.inner
+                .replies
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(topic.clone());
+            let mut spec = SubscribeSpec::new(topic.as_str());
+            spec.in_flight = 256;
+            let subscription = self.open(spec).await?;
+            Ok(Replies {
+                address: Address::new(topic),
+                subscription,
+            })
+        })
+    }
+
+    /// Kafka neither takes a record back nor counts deliveries: every form only settles,
+    /// and retries are the runtime's copies.
+    fn facts(&self, _: &SubscribeSpec) -> Option<Capabilities> {
+        Some(Capabilities::SETTLES)
+    }
+}

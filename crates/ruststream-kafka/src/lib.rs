@@ -1,0 +1,66 @@
+//! Kafka adapter for ruststream: a mount is a consumer of its topic in a consumer group
+//! (classic protocol), publishing goes through one idempotent producer (`acks=all`).
+//!
+//! [`KafkaBroker::connect`] opens `kafka://host:9092[,host:9092…]` (librdkafka, built
+//! into the crate). Each mount's subscription joins the group its [`Group`] option, its
+//! `group` setting or the URL's `?group=` names (default `ruststream.<topic>`) and reads its
+//! topic, which must exist; a new group starts at the earliest offset. Kafka keeps one
+//! position per partition and group, so every settlement (`Accept`, `Reject`, `Remove`)
+//! marks its offset done and the group commits, per partition, up to the lowest offset
+//! still in hand: nothing unsettled is ever committed past, and what a stopped or killed
+//! service held is read again by the consumer that gets the partition. A `Settling`
+//! resolves once the commit it allowed is made, at once where a lower delivery is still
+//! in hand (its commit comes with that one's), and with `AckError::Disconnected` where
+//! the partition was taken away meanwhile (a rebalance: the new owner reads it again).
+//! A delivery given back unsettled (`Acker::abandon`) is read again at once: the
+//! partition is sought back to it, and what that reads again is skipped unless it was
+//! given back too. A graceful stop drains: nothing more is read, what the subscription
+//! holds is handled and settled, then the consumer commits and leaves its group.
+//!
+//! Kafka neither takes a record back nor counts deliveries, so subscriptions declare
+//! [`Capabilities::SETTLES`](ruststream_core::Capabilities::SETTLES): a retry is a copy
+//! the runtime publishes (to the topic, or `retry_to`), carrying
+//! `x-ruststream-retry-count`, and a dead letter is a record published to the dead-letter
+//! topic. Headers are Kafka record headers (a null value reads as empty).
+//!
+//! ```no_run
+//! use ruststream::{App, Mount, Outcome, ack};
+//! use ruststream_kafka::{Group, KafkaBroker};
+//!
+//! async fn handle(order: String) -> Outcome {
+//!     println!("{order}");
+//!     ack()
+//! }
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let broker = KafkaBroker::connect("kafka://127.0.0.1:9092").await?;
+//! App::new(broker)
+//!     .mount(Mount::new("orders").max_attempts(5).dead_letter("orders.dead"), handle)
+//!     .mount(Mount::new("audit").option(Group::new("auditor")), handle)
+//!     .run()
+//!     .await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! See `docs/kafka.md` for the broker the tests run on and how it differs from Kafka.
+
+mod acker;
+mod admin;
+mod broker;
+mod commit;
+mod connector;
+mod context;
+mod error;
+mod group;
+mod headers;
+mod offsets;
+mod options;
+mod publisher;
+mod reader;
+mod settings;
+
+pub use broker::{KafkaBroker, MAX_MESSAGE, default_url};
+pub use connector::KafkaConnector;
+pub use error::ConnectError;
+pub use options::Group;

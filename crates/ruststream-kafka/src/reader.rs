@@ -1,0 +1,117 @@
+//! A subscription's reader: takes records from the consumer and hands them on as
+//! deliveries, until the runtime lets go of the stream or the broker closes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use rdkafka::Message as _;
+use rdkafka::consumer::{CommitMode, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::BorrowedMessage;
+use ruststream_core::{Acker, Address, ConsumeError, Delivery, Drain, Tag};
+use tokio::sync::{mpsc, watch};
+
+use crate::context::{KafkaConsumer, offsets};
+use crate::group::Group;
+use crate::headers::from_kafka;
+
+/// What the reader hands the runtime.
+pub(crate) type Item = Result<Delivery, ConsumeError>;
+
+/// The reader's parts.
+pub(crate) struct Reader {
+    pub(crate) consumer: Arc<KafkaConsumer>,
+    pub(crate) group: Arc<Group>,
+    pub(crate) acker: Arc<dyn Acker>,
+    pub(crate) address: Address,
+    pub(crate) out: mpsc::Sender<Item>,
+    pub(crate) closed: watch::Receiver<bool>,
+    pub(crate) drain: Drain,
+}
+
+impl Reader {
+    /// Reads until the stream is dropped, the broker closes or a graceful stop asks to
+    /// drain, then commits what is settled and closes the consumer (it leaves its
+    /// group). A drain ends the stream after what it holds, and waits for the
+    /// deliveries being handled to be settled (or the broker to close) before that.
+    pub(crate) async fn run(self) {
+        let mut closed = self.closed.clone();
+        self.drain.accept();
+        let mut drained = false;
+        loop {
+            let item = tokio::select! {
+                _ = self.out.closed() => break,
+                _ = closed.wait_for(|closed| *closed) => break,
+                _ = self.drain.requested() => {
+                    drained = true;
+                    break;
+                }
+                received = self.consumer.recv() => self.item(received),
+            };
+            match item {
+                Some(Ok(delivery)) => {
+                    self.group.attached.attach();
+                    if self.out.send(Ok(delivery)).await.is_err() {
+                        break;
+                    }
+                }
+                Some(Err(error)) => {
+                    self.group.attached.detach();
+                    if self.out.send(Err(error)).await.is_err() {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                None => {}
+            }
+        }
+        let Reader {
+            consumer,
+            group,
+            acker,
+            out,
+            ..
+        } = self;
+        drop((acker, out));
+        while drained && group.handling() > 0 {
+            tokio::select! {
+                _ = closed.wait_for(|closed| *closed) => break,
+                () = tokio::time::sleep(Duration::from_millis(20)) => {}
+            }
+        }
+        let _ = tokio::task::spawn_blocking(move || {
+            let positions = group.positions();
+            if !positions.is_empty() {
+                let _ = consumer.commit(&offsets(&group.topic, &positions), CommitMode::Sync);
+            }
+            // The last reference (the acker keeps a weak one): closing leaves the group.
+            drop(consumer);
+        })
+        .await;
+    }
+
+    fn item(&self, received: Result<BorrowedMessage<'_>, KafkaError>) -> Option<Item> {
+        let record = match received {
+            Ok(record) => record,
+            Err(error) => return Some(Err(ConsumeError(format!("kafka: {error}")))),
+        };
+        let at = self.group.read(record.partition(), record.offset())?;
+        let payload = Bytes::copy_from_slice(record.payload().unwrap_or_default());
+        let (headers, defect) = match from_kafka(record.headers()) {
+            Ok(headers) => (headers, None),
+            Err(reason) => (Default::default(), Some(reason)),
+        };
+        let delivery = Delivery::new(
+            payload,
+            headers,
+            self.address.clone(),
+            Tag::Other(Box::new(at)),
+            self.acker.clone(),
+        );
+        Some(Ok(match defect {
+            Some(reason) => delivery.with_defect(reason),
+            None => delivery,
+        }))
+    }
+}

@@ -1,0 +1,113 @@
+//! The broker URL (`kafka://host:9092,host2:9092?group=billing`) and a subscription's
+//! settings from configuration (the URL's query, then the mount's).
+
+use ruststream_core::{Options, Setting, SubscribeError, split_query};
+
+use crate::Group;
+use crate::error::ConnectError;
+
+/// The keys this broker reads.
+pub(crate) const KEYS: &[&str] = &["group"];
+
+/// The prefix of the consumer group of a mount that names none: `ruststream.<topic>`,
+/// a group per topic, so that a service starting on one topic does not make every
+/// consumer of every other topic rebalance.
+pub(crate) const DEFAULT_GROUP: &str = "ruststream.";
+
+/// A broker URL read: the bootstrap servers and the query's settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Url {
+    /// `host:port`, comma-separated, as librdkafka's `bootstrap.servers`.
+    pub(crate) servers: String,
+    pub(crate) settings: Vec<Setting>,
+}
+
+/// Reads `kafka://host:port[,host:port…][?key=value…]`; `kafka://` may be left out of
+/// the servers after the first.
+pub(crate) fn parse(url: &str) -> Result<Url, ConnectError> {
+    let (url, settings) = split_query(url, |_| false);
+    let rest = match url.split_once("://") {
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("kafka") => rest,
+        _ => return Err(ConnectError::Url(format!("{url}: not kafka://"))),
+    };
+    let servers: Vec<&str> = rest
+        .split(',')
+        .map(|one| {
+            let one = one.trim();
+            let one = one.split_once("://").map_or(one, |(_, host)| host);
+            one.trim_end_matches('/')
+        })
+        .collect();
+    if servers
+        .iter()
+        .any(|one| one.is_empty() || one.contains(['/', '@']))
+    {
+        return Err(ConnectError::Url(format!(
+            "{url}: want kafka://host:port[,host:port]"
+        )));
+    }
+    Ok(Url {
+        servers: servers.join(","),
+        settings,
+    })
+}
+
+/// The consumer group of a mount on `topic`: its typed option, else its settings, else
+/// the URL's, else `ruststream.<topic>`. An unknown key or an empty group is an error
+/// naming it.
+pub(crate) fn group(
+    topic: &str,
+    url: &[Setting],
+    options: &Options,
+) -> Result<String, SubscribeError> {
+    let mut group = format!("{DEFAULT_GROUP}{topic}");
+    for setting in url.iter().chain(options.settings()) {
+        match setting.key.as_str() {
+            "group" if setting.value.trim().is_empty() => {
+                return Err(setting.invalid("a group name"));
+            }
+            "group" => group = setting.value.trim().to_owned(),
+            _ => return Err(setting.unknown("kafka", KEYS)),
+        }
+    }
+    Ok(options
+        .get::<Group>()
+        .map_or(group, |typed| typed.0.clone()))
+}
+
+#[cfg(test)]
+mod tests {
+    use ruststream_core::{Options, Setting};
+
+    use super::{group, parse};
+    use crate::Group;
+
+    #[test]
+    fn a_url_lists_servers_and_settings() {
+        let url = parse("kafka://a:9092,kafka://b:9093?group=billing").expect("read");
+        assert_eq!(url.servers, "a:9092,b:9093");
+        assert_eq!(url.settings[0].value, "billing");
+        assert_eq!(parse("kafka://a:9092/").expect("read").servers, "a:9092");
+        assert!(parse("redis://a:1").is_err());
+        assert!(parse("kafka://").is_err());
+    }
+
+    #[test]
+    fn the_typed_option_wins_over_the_mount_over_the_url() {
+        let url = [Setting::new("group", "from-url", "url")];
+        let mut options = Options::default();
+        assert_eq!(group("t", &[], &options).expect("default"), "ruststream.t");
+        assert_eq!(group("t", &url, &options).expect("url"), "from-url");
+        options.configure(Setting::new("group", "from-mount", "env"));
+        assert_eq!(group("t", &url, &options).expect("mount"), "from-mount");
+        options.insert(Group::new("typed"));
+        assert_eq!(group("t", &url, &options).expect("typed"), "typed");
+        let error = group(
+            "t",
+            &[Setting::new("prefetch", "1", "url")],
+            &Options::default(),
+        )
+        .expect_err("unknown");
+        assert!(error.to_string().contains("group"), "{error}");
+    }
+}

@@ -1,0 +1,90 @@
+//! Shared test support: the broker under test (a real Kafka-protocol broker), unique
+//! names, and plain rdkafka clients for watching from outside.
+#![allow(dead_code, unreachable_pub)]
+
+use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use rdkafka::ClientConfig;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+
+/// How to start the broker a test needs.
+pub const HOW: &str = "Start the Kafka-protocol broker with `scripts/kafka.sh` \
+     (nisshi on 127.0.0.1:9092), or point RUSTSTREAM_KAFKA_URL at one.";
+
+/// The broker under test: `RUSTSTREAM_KAFKA_URL`, default `kafka://127.0.0.1:9092`.
+pub fn url() -> String {
+    std::env::var("RUSTSTREAM_KAFKA_URL").unwrap_or_else(|_| "kafka://127.0.0.1:9092".into())
+}
+
+/// The bootstrap servers of [`url`] (`host:port`), after checking that the first one
+/// answers: librdkafka would retry for ever instead of failing.
+pub fn bootstrap() -> String {
+    let url = url();
+    let servers = url
+        .split_once("://")
+        .map_or(url.as_str(), |(_, rest)| rest)
+        .split(['?', '/'])
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    let first = servers.split(',').next().unwrap_or_default();
+    let answers = first
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .is_some_and(|addr| TcpStream::connect_timeout(&addr, Duration::from_secs(2)).is_ok());
+    assert!(answers, "no Kafka broker answers at {url}. {HOW}");
+    servers
+}
+
+static NAMES: AtomicU32 = AtomicU32::new(0);
+
+/// A name unique to this test run: `rstest-<prefix>-<pid>-<time>-<n>`.
+pub fn unique(prefix: &str) -> String {
+    let n = NAMES.fetch_add(1, Ordering::Relaxed);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() % 100_000_000)
+        .unwrap_or(0);
+    format!("rstest-{prefix}-{}-{t}-{n}", std::process::id())
+}
+
+/// A client configuration for the broker under test.
+pub fn config() -> ClientConfig {
+    let mut config = ClientConfig::new();
+    config.set("bootstrap.servers", bootstrap());
+    config
+}
+
+/// Creates `topic` with `partitions` partitions.
+pub async fn create_topic(topic: &str, partitions: i32) {
+    let admin: AdminClient<DefaultClientContext> = config().create().expect("admin client");
+    let created = admin
+        .create_topics(
+            &[NewTopic::new(topic, partitions, TopicReplication::Fixed(1))],
+            &AdminOptions::new().operation_timeout(Some(Duration::from_secs(10))),
+        )
+        .await
+        .expect("create topics");
+    for result in created {
+        result.unwrap_or_else(|(name, error)| panic!("cannot create topic {name}: {error}"));
+    }
+}
+
+/// [`create_topic`] from synchronous code (a harness's `fresh_address`), on a runtime of
+/// its own.
+pub fn create_topic_blocking(topic: &str, partitions: i32) {
+    let topic = topic.to_owned();
+    std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+            .block_on(create_topic(&topic, partitions));
+    })
+    .join()
+    .expect("topic created");
+}
