@@ -14,7 +14,7 @@ use crate::options::Trim;
 
 /// What an address is when publishing to it: declared with
 /// [`RedisBroker::route`](crate::RedisBroker::route) or picked for one message with
-/// [`RedisPublisher::publish_as`]; otherwise resolved from subscriptions, the key's type
+/// [`RedisPublisher::publish_as`](crate::RedisPublisher::publish_as); otherwise resolved from subscriptions, the key's type
 /// and its kind marker (see the crate docs, "Publishing").
 ///
 /// ```no_run

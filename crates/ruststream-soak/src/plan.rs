@@ -22,7 +22,7 @@ pub(crate) struct Plan {
     pub(crate) drain: Duration,
     /// The service's consumer processes.
     pub(crate) consumers: usize,
-    /// How long the whole scenario may take (else [`budget`]'s default).
+    /// How long the whole scenario may take (else `scenario::budget`'s default).
     pub(crate) budget: Option<Duration>,
     /// Where the run's logs go (a directory of its own is made in it).
     pub(crate) dir: PathBuf,
