@@ -26,6 +26,10 @@ pub(crate) async fn run(mut plan: Plan) -> Result<Report, BoxError> {
         // A restart takes RabbitMQ down some 15 s after it is asked for: publish for at
         // least a minute, so that messages still flow when it goes down and comes back.
         plan.rate = plan.rate.min((plan.n / 60).max(1));
+        // A delayed copy whose move back the restart cut comes back when RabbitMQ's
+        // at-least-once dead-letter worker publishes it again, after its confirm timeout
+        // (180 s by default): the drain waits that long before counting it lost.
+        plan.drain = plan.drain.max(Duration::from_secs(240));
     }
     // Short enough for every broker's messages about it: RabbitMQ's refusal of a
     // declaration names the queue and its dead letter in at most 255 bytes, and lapin's
