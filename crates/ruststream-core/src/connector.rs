@@ -97,6 +97,17 @@ impl ConnectFailure {
     }
 }
 
+/// What [`Connector::connect`] returns for an adapter's own `connect` result: the
+/// broker type-erased, or its error as a [`ConnectFailure`].
+pub fn opened<B: Broker, E: std::fmt::Display>(
+    result: Result<B, E>,
+) -> Result<Arc<dyn Broker>, ConnectFailure> {
+    match result {
+        Ok(broker) => Ok(Arc::new(broker)),
+        Err(error) => Err(ConnectFailure::of(&error)),
+    }
+}
+
 /// A broker's server as a description of the service gives it (an AsyncAPI server).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Server {

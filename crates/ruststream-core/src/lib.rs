@@ -39,7 +39,7 @@ pub use broker::{
     SubscribeSpec, Subscription,
 };
 pub use capabilities::Capabilities;
-pub use connector::{ConnectFailure, Connector, Scheme, Server, redact};
+pub use connector::{ConnectFailure, Connector, Scheme, Server, opened, redact};
 pub use decision::{Copy, Facts, Original, Plan, Verdict, decide};
 pub use delivery::Delivery;
 pub use drain::{Drain, Requested};

@@ -30,12 +30,7 @@ impl Connector for KafkaConnector {
         &'a self,
         url: &'a str,
     ) -> BoxFuture<'a, Result<Arc<dyn Broker>, ConnectFailure>> {
-        Box::pin(async move {
-            match KafkaBroker::connect(url).await {
-                Ok(broker) => Ok(Arc::new(broker) as Arc<dyn Broker>),
-                Err(error) => Err(ConnectFailure::of(&error)),
-            }
-        })
+        Box::pin(async move { ruststream_core::opened(KafkaBroker::connect(url).await) })
     }
 
     fn server(&self, url: &str) -> Result<Server, String> {

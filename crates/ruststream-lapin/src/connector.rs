@@ -45,12 +45,9 @@ impl Connector for LapinConnector {
         &'a self,
         url: &'a str,
     ) -> BoxFuture<'a, Result<Arc<dyn Broker>, ConnectFailure>> {
-        Box::pin(async move {
-            match LapinBroker::connect(&lapin_url(url).1).await {
-                Ok(broker) => Ok(Arc::new(broker) as Arc<dyn Broker>),
-                Err(error) => Err(ConnectFailure::of(&error)),
-            }
-        })
+        Box::pin(
+            async move { ruststream_core::opened(LapinBroker::connect(&lapin_url(url).1).await) },
+        )
     }
 
     fn server(&self, url: &str) -> Result<Server, String> {

@@ -47,12 +47,9 @@ impl Connector for NatsConnector {
         &'a self,
         url: &'a str,
     ) -> BoxFuture<'a, Result<Arc<dyn Broker>, ConnectFailure>> {
-        Box::pin(async move {
-            match NatsBroker::connect(&client_url(url)).await {
-                Ok(broker) => Ok(Arc::new(broker) as Arc<dyn Broker>),
-                Err(error) => Err(ConnectFailure::of(&error)),
-            }
-        })
+        Box::pin(
+            async move { ruststream_core::opened(NatsBroker::connect(&client_url(url)).await) },
+        )
     }
 
     fn server(&self, url: &str) -> Result<Server, String> {

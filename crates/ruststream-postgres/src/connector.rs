@@ -30,12 +30,7 @@ impl Connector for PostgresConnector {
         &'a self,
         url: &'a str,
     ) -> BoxFuture<'a, Result<Arc<dyn Broker>, ConnectFailure>> {
-        Box::pin(async move {
-            match PostgresBroker::connect(url).await {
-                Ok(broker) => Ok(Arc::new(broker) as Arc<dyn Broker>),
-                Err(error) => Err(ConnectFailure::of(&error)),
-            }
-        })
+        Box::pin(async move { ruststream_core::opened(PostgresBroker::connect(url).await) })
     }
 
     fn server(&self, url: &str) -> Result<Server, String> {
