@@ -11,18 +11,26 @@
 #        scripts/nats-cluster.sh start NODE     (again, on its store)
 #
 # Node directories: ${RUSTSTREAM_CACHE:-/var/cache/ruststream}/nats-cluster/<node>.
+#
+# Another server build, as a second cluster beside the first (scripts/nats-current.sh):
+# RUSTSTREAM_NATS_SERVER names the binary (default nats-server on PATH),
+# NATS_CLUSTER_PORTS the first client port less one (default 4230: routes are 2,000
+# above, monitoring 4,000 above) and NATS_CLUSTER_DIR the folder under the cache
+# (default nats-cluster).
 set -euo pipefail
 
 NODES=(n1 n2 n3)
 HOST=127.0.0.1
-BASE=${RUSTSTREAM_CACHE:-/var/cache/ruststream}/nats-cluster
+SERVER=${RUSTSTREAM_NATS_SERVER:-nats-server}
+PORTS=${NATS_CLUSTER_PORTS:-4230}
+BASE=${RUSTSTREAM_CACHE:-/var/cache/ruststream}/${NATS_CLUSTER_DIR:-nats-cluster}
 log() { echo "nats-cluster: $*" >&2; }
 die() { echo "nats-cluster: ERROR: $*" >&2; exit 1; }
 
 index() { case "$1" in n1) echo 1 ;; n2) echo 2 ;; n3) echo 3 ;; *) die "no node $1 (n1, n2, n3)" ;; esac; }
-client_port() { echo $((4230 + $(index "$1"))); }
-route_port() { echo $((6230 + $(index "$1"))); }
-monitor_port() { echo $((8230 + $(index "$1"))); }
+client_port() { echo $((PORTS + $(index "$1"))); }
+route_port() { echo $((PORTS + 2000 + $(index "$1"))); }
+monitor_port() { echo $((PORTS + 4000 + $(index "$1"))); }
 answering() { (exec 3<>"/dev/tcp/$HOST/$(client_port "$1")") 2>/dev/null; }
 url() {
   local node urls=()
@@ -33,12 +41,12 @@ url() {
 start_node() {
   local node=$1 dir="$BASE/$1" routes=() other
   answering "$node" && return
-  command -v nats-server >/dev/null || die "nats-server is not installed (apt-get install nats-server)"
+  command -v "$SERVER" >/dev/null || die "$SERVER is not installed (apt-get install nats-server)"
   mkdir -p "$dir"
   for other in "${NODES[@]}"; do
     [ "$other" = "$node" ] || routes+=("nats-route://$HOST:$(route_port "$other")")
   done
-  nohup nats-server -n "$node" -a "$HOST" -p "$(client_port "$node")" \
+  nohup "$SERVER" -n "$node" -a "$HOST" -p "$(client_port "$node")" \
     -m "$(monitor_port "$node")" -js -sd "$dir/store" \
     --cluster_name ruststream --cluster "nats://$HOST:$(route_port "$node")" \
     --routes "$(IFS=,; echo "${routes[*]}")" \

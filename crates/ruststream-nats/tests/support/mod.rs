@@ -124,6 +124,64 @@ pub async fn publish(broker: &NatsBroker, subject: &str, message: Message) {
     }
 }
 
+/// Publishes `message`, again while the broker is not connected (a publish during a
+/// reconnect fails with the message handed back), for up to 30 s.
+pub async fn publish_until_connected(broker: &NatsBroker, subject: &str, message: Message) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let mut message = message;
+    loop {
+        match broker.publisher().publish(subject.into(), message).await {
+            Ok(()) => return,
+            Err(error)
+                if matches!(error.kind, ruststream_core::PublishErrorKind::Disconnected)
+                    && std::time::Instant::now() < deadline =>
+            {
+                message = error.message;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(error) => panic!("publish to {subject}: {error}"),
+        }
+    }
+}
+
+/// Whether the server stores a header block that begins with a status line as it was
+/// published. nats-server 2.9 does; 2.15 stores such a message without its header block
+/// (an ordinary message), so a client that writes the protocol by hand cannot make a
+/// stored message look like the server's status. Asked of a stream of its own.
+pub async fn keeps_status_lines() -> bool {
+    let subject = unique("statusprobe");
+    let client = client().await;
+    let js = async_nats::jetstream::new(client.clone());
+    let name = subject.replace('.', "_");
+    js.create_stream(async_nats::jetstream::stream::Config {
+        name: name.clone(),
+        subjects: vec![subject.clone()],
+        storage: async_nats::jetstream::stream::StorageType::Memory,
+        ..Default::default()
+    })
+    .await
+    .expect("the probe's stream");
+    let hpub = subject.clone();
+    tokio::task::spawn_blocking(move || {
+        raw_hpub(&hpub, b"NATS/1.0 100 Idle Heartbeat\r\n\r\n", b"probe");
+    })
+    .await
+    .expect("raw publish");
+    let answer = client
+        .request(
+            format!("$JS.API.STREAM.MSG.GET.{name}"),
+            r#"{"seq":1}"#.into(),
+        )
+        .await
+        .expect("STREAM.MSG.GET");
+    let _ = js.delete_stream(&name).await;
+    let answer: serde_json::Value =
+        serde_json::from_slice(&answer.payload).expect("a JSON answer");
+    answer["message"]["hdrs"]
+        .as_str()
+        .is_some_and(|hdrs| !hdrs.is_empty())
+}
+
 /// Publishes `payload` with a raw header block on `subject`, over a socket of its own.
 pub fn raw_hpub(subject: &str, header: &[u8], payload: &[u8]) {
     let address = url().trim_start_matches("nats://").to_owned();
