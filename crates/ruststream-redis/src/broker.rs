@@ -32,6 +32,7 @@ use crate::inflight::Inflight;
 use crate::keys::{Keys, default_consumer};
 use crate::options::{DelayedRetry, Form, Group};
 use crate::publisher::RedisPublisher;
+use crate::replicas::Replicas;
 use crate::routes::Target;
 use crate::routes::{Routes, mark};
 use crate::{ConnectError, client, delayed, url};
@@ -41,6 +42,7 @@ use crate::{ConnectError, client, delayed, url};
 pub struct Settings {
     key_prefix: String,
     pool_size: usize,
+    wait_for_replicas: Option<Replicas>,
     #[cfg(feature = "tls")]
     tls: crate::tls::TlsSettings,
 }
@@ -50,6 +52,7 @@ impl Default for Settings {
         Self {
             key_prefix: String::new(),
             pool_size: 2,
+            wait_for_replicas: None,
             #[cfg(feature = "tls")]
             tls: crate::tls::TlsSettings::default(),
         }
@@ -66,6 +69,27 @@ impl Settings {
     /// How many connections settle and publish (default 2).
     pub fn pool_size(mut self, size: usize) -> Self {
         self.pool_size = size.max(1);
+        self
+    }
+
+    /// A publish to a stream or a list is done only once `replicas` replicas have it
+    /// (Redis's `WAIT replicas timeout` after the write, one round trip more), so that a
+    /// master that dies right after it answered does not take the message with it
+    /// (Redis replicates asynchronously). Default: off, a publish is done when the
+    /// master has it. Fewer replicas within `timeout` is a publish error: the master has
+    /// the message, and publishing it again may duplicate it, never lose it. `WAIT`
+    /// narrows the window, it does not close it: a replica that acknowledged can still
+    /// lose the write if it dies before it is promoted.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ruststream_redis::Settings;
+    ///
+    /// let settings = Settings::default().wait_for_replicas(1, Duration::from_millis(500));
+    /// # let _ = settings;
+    /// ```
+    pub fn wait_for_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.wait_for_replicas = (replicas > 0).then_some(Replicas { replicas, timeout });
         self
     }
 
@@ -142,8 +166,11 @@ impl RedisBroker {
 
     /// Connects with `settings`.
     pub async fn connect_with(url: &str, settings: Settings) -> Result<Self, ConnectError> {
-        // The query's keys other than the cluster's `node` are subscription settings.
-        let (url, url_settings) = split_query(url, |key| key == "node");
+        // The query's keys other than the cluster's `node` and the sentinels'
+        // credentials are subscription settings.
+        let (url, url_settings) = split_query(url, |key| {
+            key == "node" || crate::url::SENTINEL_KEYS.contains(&key)
+        });
         crate::settings::form(&ruststream_core::Options::default(), &url_settings).map_err(
             |e| match e {
                 SubscribeError::BadOption(why) => ConnectError::BadUrl(why),
@@ -173,6 +200,7 @@ impl RedisBroker {
             pool: pool.clone(),
             prefix: settings.key_prefix.into(),
             routes: Arc::new(Routes::default()),
+            replicas: settings.wait_for_replicas,
         };
         let (closed, _) = watch::channel(false);
         Ok(Self {

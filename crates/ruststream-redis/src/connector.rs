@@ -1,5 +1,5 @@
-//! `redis://`, `rediss://`, `redis-cluster://`, `rediss-cluster://`: the Redis adapter
-//! by URL.
+//! `redis://`, `rediss://`, `redis-cluster://`, `rediss-cluster://`,
+//! `redis-sentinel://`, `rediss-sentinel://`: the Redis adapter by URL.
 
 use std::sync::Arc;
 
@@ -16,8 +16,10 @@ pub struct RedisConnector;
 const SCHEMES: &[Scheme] = &[
     Scheme::plain("redis"),
     Scheme::plain("redis-cluster"),
+    Scheme::plain("redis-sentinel"),
     Scheme::tls("rediss"),
     Scheme::tls("rediss-cluster"),
+    Scheme::tls("rediss-sentinel"),
 ];
 
 impl Connector for RedisConnector {
@@ -51,6 +53,12 @@ impl Connector for RedisConnector {
             ("redis", "Redis")
         };
         let mut server = Server::from_url(url, protocol, None, description)?;
+        if scheme.ends_with("-sentinel") {
+            // The sentinels, comma-separated: the first is the host, the rest nodes.
+            let mut sentinels: Vec<String> = server.host.split(',').map(str::to_owned).collect();
+            server.host = sentinels.remove(0);
+            server.nodes = sentinels;
+        }
         if scheme.ends_with("-cluster") {
             // The further nodes: `?node=host:port&node=…`.
             server.nodes = url
@@ -86,5 +94,14 @@ mod tests {
             .expect("described");
         assert_eq!((s.protocol, s.pathname.as_str()), ("rediss", "/2"));
         assert!(RedisConnector.server("redis://").is_err());
+        let s = RedisConnector
+            .server("redis-sentinel://:pw@a:26379,b:26380/orders")
+            .expect("described");
+        assert_eq!(
+            (s.host.as_str(), s.pathname.as_str()),
+            ("a:26379", "/orders")
+        );
+        assert_eq!(s.nodes, ["b:26380"]);
+        assert!(!s.url.contains("pw"));
     }
 }

@@ -3,7 +3,8 @@
 //!
 //! [`RedisBroker::connect`] takes `redis://[user:password@]host[:port][/db]` (`rediss://`
 //! with the `tls` feature, see [TLS](#tls); `redis-cluster://host:port?node=host:port`
-//! for a cluster). A
+//! for a cluster; `redis-sentinel://host:port,host:port/master[/db]` for the master that
+//! Redis Sentinel names, found again through the sentinels after a failover). A
 //! subscription's form comes from its options ([`Form`] or one of [`Stream`],
 //! [`Claiming`], [`ReliableList`], [`List`], [`PubSub`], [`Pattern`]); without one it is a
 //! [`Stream`] read with the consumer group `ruststream`.
@@ -179,12 +180,26 @@
 //! consumers on default options: nothing lost, deliveries resumed with the new master
 //! (figures in RELIABILITY.md).
 //!
+//! **Redis Sentinel** (`redis-sentinel://host:26379,host:26380/master[/db]`; over TLS
+//! `rediss-sentinel://`, with the `tls` feature): the client asks the sentinels which
+//! node is the master named in the path, connects to it, and asks again after it loses
+//! the connection, so every form works unchanged through a failover. The sentinels'
+//! own credentials, if they have any, go in the query (`?sentinel_username=…&
+//! sentinel_password=…`); the URL's user and password are the Redis nodes'. The test
+//! `tests/sentinel_failover.rs` kills the master mid-run (SIGKILL) under producers and
+//! consumers on default options: nothing lost, deliveries back within about 3.5 s of
+//! the kill with `down-after-milliseconds 2000` (figures in RELIABILITY.md). The TLS
+//! form is not tested here (no TLS sentinel deployment on the test machine).
+//!
 //! Redis replicates asynchronously: a master answers `XADD` (and `XACK`) before its
-//! replica has it, and the adapter does not send `WAIT`. A write acknowledged in the
-//! moment before a master fails can be missing from the replica that replaces it: lost by
-//! the server, not by the adapter (an `XACK` lost that way is a duplicate). A killed
-//! process on a working machine rarely shows it (what the master had written to its
-//! replica's socket is still delivered); a machine or network failure can.
+//! replica has it. A write acknowledged in the moment before a master fails can be
+//! missing from the replica that replaces it: lost by the server, not by the adapter (an
+//! `XACK` lost that way is a duplicate). A killed process on a working machine rarely
+//! shows it (what the master had written to its replica's socket is still delivered); a
+//! machine or network failure can. [`Settings::wait_for_replicas`] narrows that window:
+//! a publish to a stream or a list (the runtime's retry copies and dead letters too) is
+//! done only once that many replicas have it (`WAIT`, one round trip more per publish),
+//! and fewer within the timeout is a publish error with the message handed back.
 //!
 //! # Client
 //!
@@ -264,6 +279,7 @@ mod inspect;
 mod keys;
 mod options;
 mod publisher;
+mod replicas;
 mod reply;
 mod routes;
 mod settings;

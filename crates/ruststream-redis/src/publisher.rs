@@ -27,6 +27,7 @@ use ruststream_core::{Address, BoxFuture, Message, Publish, PublishError, Publis
 use crate::delayed::now_ms;
 use crate::keys::Keys;
 use crate::options::Trim;
+use crate::replicas::{Replicas, Unconfirmed};
 use crate::routes::{Routes, Target, kind_of, real_kind};
 use crate::{entry, failure, frame};
 
@@ -36,6 +37,8 @@ pub struct RedisPublisher {
     pub(crate) pool: Pool,
     pub(crate) prefix: Arc<str>,
     pub(crate) routes: Arc<Routes>,
+    /// `WAIT` after each stream or list write, if asked.
+    pub(crate) replicas: Option<Replicas>,
 }
 
 impl std::fmt::Debug for RedisPublisher {
@@ -55,10 +58,12 @@ impl RedisPublisher {
         message: Message,
     ) -> Result<(), PublishError> {
         let keys = Keys::new(&self.prefix, to.as_str());
+        // With `WAIT`, the write and the wait on one connection: it counts that
+        // connection's writes.
+        let client = self.pool.next();
         let result = match target {
-            Target::Stream(trim) => self.xadd(keys.main(), trim, &message).await,
-            Target::List => self
-                .pool
+            Target::Stream(trim) => self.xadd(client, keys.main(), trim, &message).await,
+            Target::List => client
                 .lpush::<Value, _, _>(keys.main(), Value::Bytes(frame::encode(&message)))
                 .await
                 .map(drop),
@@ -77,6 +82,22 @@ impl RedisPublisher {
                     message,
                 });
             }
+        };
+        let result = match (result, self.replicas, target) {
+            (Ok(()), Some(replicas), Target::Stream(_) | Target::List) => {
+                match replicas.wait(client, keys.main()).await {
+                    Ok(()) => Ok(()),
+                    Err(Unconfirmed::Failed(e)) => Err(e),
+                    Err(short) => {
+                        return Err(PublishError {
+                            address: to.to_string(),
+                            kind: PublishErrorKind::Refused(short.to_string()),
+                            message,
+                        });
+                    }
+                }
+            }
+            (result, _, _) => result,
         };
         match result {
             Ok(()) => Ok(()),
@@ -101,6 +122,7 @@ impl RedisPublisher {
 
     async fn xadd(
         &self,
+        client: &fred::clients::Client,
         key: &str,
         trim: Option<Trim>,
         message: &Message,
@@ -126,7 +148,7 @@ impl RedisPublisher {
         args.push(Value::from_static_str("*"));
         args.extend(fields);
         let cmd = CustomCommand::new_static("XADD", ClusterHash::FirstKey, false);
-        self.pool.custom::<Value, Value>(cmd, args).await.map(drop)
+        client.custom::<Value, Value>(cmd, args).await.map(drop)
     }
 
     /// Resolves the target of `to` (see the module docs) and publishes.

@@ -16,6 +16,7 @@ use ruststream_core::{
 };
 use ruststream_redis::{RedisBroker, Settings};
 
+pub mod failover;
 pub mod proxy;
 pub mod server;
 
