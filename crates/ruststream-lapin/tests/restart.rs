@@ -151,9 +151,10 @@ async fn a_restart_loses_no_delayed_copy_on_an_operator_made_quorum_queue() {
     let settled = || count(&done) + count(&dead_ids);
     // A copy whose move back was cut by the restart comes back when RabbitMQ's
     // at-least-once dead-letter worker publishes it again: after its confirm timeout
-    // (`dead_letter_worker_publisher_confirm_timeout`, 180 s by default). A CI run once
-    // counted 3 copies "lost" at 120 s that were only that late.
-    support::until(Duration::from_secs(240), || settled() >= MESSAGES as usize).await;
+    // (`dead_letter_worker_publisher_confirm_timeout`, read from the broker; 180 s by
+    // default). A CI run once counted 3 copies "lost" at 120 s that were only that late.
+    let late = rabbit.dead_letter_confirm_timeout() + Duration::from_secs(60);
+    support::until(late, || settled() >= MESSAGES as usize).await;
     // What is still on its way comes in this time, or never.
     tokio::time::sleep(Duration::from_secs(2)).await;
     running.stop().await.expect("stops");

@@ -71,6 +71,23 @@ impl Rabbit {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// The broker's `dead_letter_worker_publisher_confirm_timeout`: how long its
+    /// at-least-once dead-letter worker waits before it publishes again a copy whose
+    /// move was cut (a restart).
+    pub fn dead_letter_confirm_timeout(self) -> std::time::Duration {
+        let out = self.ctl(&[
+            "eval",
+            "application:get_env(rabbit, dead_letter_worker_publisher_confirm_timeout).",
+        ]);
+        let ms = out
+            .trim()
+            .strip_prefix("{ok,")
+            .and_then(|rest| rest.strip_suffix('}'))
+            .and_then(|ms| ms.trim().parse().ok())
+            .unwrap_or_else(|| panic!("RabbitMQ {self:?}: unexpected confirm timeout {out:?}"));
+        std::time::Duration::from_millis(ms)
+    }
+
     /// Closes, from the server side, every connection named `name`
     /// ([`ConnectOptions::name`]); returns how many.
     pub fn close_connections(self, name: &str) -> usize {
