@@ -49,7 +49,15 @@ impl Harness for Mqtt {
 }
 
 mod mqtt {
-    ruststream_conformance::conformance_tests!(super::Mqtt {
-        prefix: "conf".into()
-    });
+    ruststream_conformance::conformance_tests!(
+        super::Mqtt {
+            prefix: "conf".into()
+        },
+        ignore(
+            failed_copy_is_owed = "MQTT acknowledges in arrival order: the `good` \
+             delivery's PUBACK waits behind the owed ones, so its settlement is pending \
+             until the stop gives them back, and the stop waits out its grace period twice \
+             (docs/mqtt.md)"
+        )
+    );
 }
