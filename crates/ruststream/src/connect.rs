@@ -60,6 +60,7 @@ const FEATURES: &[(&str, &str)] = &[
     ("postgres", "postgres"),
     ("postgresql", "postgres"),
     ("kafka", "kafka"),
+    ("mqtt", "mqtt"),
 ];
 
 /// The connectors this build has, one per adapter its features turn on.
@@ -87,6 +88,8 @@ const CONNECTORS: &[&dyn Connector] = &[
     &ruststream_postgres::PostgresConnector,
     #[cfg(feature = "kafka")]
     &ruststream_kafka::KafkaConnector,
+    #[cfg(feature = "mqtt")]
+    &ruststream_mqtt::MqttConnector,
 ];
 
 /// The connector that opens `url`, or why there is none in this build.
@@ -155,7 +158,7 @@ pub(crate) fn schemes() -> Vec<String> {
 /// `amqp091://`, `amqps091://` (RabbitMQ over AMQP 0-9-1, feature `lapin`; TLS needs
 /// `lapin-tls`), `nats://`, `tls://`, `nats+tls://` (NATS, feature `nats`),
 /// `postgres://`, `postgresql://` (PostgreSQL as a broker, feature `postgres`),
-/// `kafka://` (Kafka, feature `kafka`).
+/// `kafka://` (Kafka, feature `kafka`), `mqtt://` (MQTT 5, feature `mqtt`).
 ///
 /// `amqp://` stays AMQP 1.0 whatever features are on, so that enabling one never changes
 /// what a URL opens; AMQP 0-9-1 has schemes of its own. The URL's query is the adapter's
@@ -210,7 +213,7 @@ mod tests {
 
     #[tokio::test]
     async fn unknown_schemes_are_named() {
-        match connect("mqtt://h:1883").await {
+        match connect("stomp://h:61613").await {
             Err(error @ ConnectError::UnknownScheme { .. }) => {
                 let text = error.to_string();
                 for scheme in [
@@ -223,11 +226,11 @@ mod tests {
                     assert!(text.contains(scheme), "{text}");
                 }
                 assert!(
-                    matches!(error, ConnectError::UnknownScheme { scheme, .. } if scheme == "mqtt")
+                    matches!(error, ConnectError::UnknownScheme { scheme, .. } if scheme == "stomp")
                 );
             }
             Err(other) => panic!("{other}"),
-            Ok(_) => panic!("connected to mqtt"),
+            Ok(_) => panic!("connected to stomp"),
         }
         assert!(matches!(
             connect("h:9092").await,
@@ -310,6 +313,7 @@ mod tests {
         assert_eq!(has("postgres://"), cfg!(feature = "postgres"));
         assert_eq!(has("postgresql://"), cfg!(feature = "postgres"));
         assert_eq!(has("kafka://"), cfg!(feature = "kafka"));
+        assert_eq!(has("mqtt://"), cfg!(feature = "mqtt"));
     }
 
     #[cfg(not(feature = "postgres"))]
@@ -380,6 +384,19 @@ mod tests {
         );
     }
 
+    #[cfg(not(feature = "mqtt"))]
+    #[tokio::test]
+    async fn mqtt_without_its_feature_is_named() {
+        let error = connect("mqtt://127.0.0.1:1883")
+            .await
+            .err()
+            .expect("no mqtt");
+        assert_eq!(
+            error.to_string(),
+            "mqtt:// needs the `mqtt` feature of ruststream"
+        );
+    }
+
     #[cfg(not(feature = "lapin"))]
     #[tokio::test]
     async fn amqp091_without_its_feature_is_named() {
@@ -408,7 +425,7 @@ mod tests {
         let described = super::server("memory://").expect("memory");
         assert_eq!(described.host, "localhost");
         assert!(matches!(
-            super::server("mqtt://h"),
+            super::server("stomp://h"),
             Err(ConnectError::UnknownScheme { .. })
         ));
     }
