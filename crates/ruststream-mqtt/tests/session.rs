@@ -165,3 +165,46 @@ async fn an_absent_broker_fails_connect_with_where() {
         .expect("nothing listens on port 1");
     assert!(error.to_string().contains("127.0.0.1:1"), "{error}");
 }
+
+/// What a killed process leaves: connections closed by the system, no DISCONNECT, no
+/// PUBACK. Its runtime is shut down under the subscription; the session's next
+/// connection gets what it held.
+#[test]
+fn a_connection_cut_without_disconnect_gives_back_what_it_held() {
+    let topic = support::unique("cut");
+    let runtime = |name: &str| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name(name)
+            .enable_all()
+            .build()
+            .expect("runtime")
+    };
+    let doomed = runtime("doomed");
+    let held = doomed.block_on(async {
+        let broker = support::connect().await;
+        let mut subscription = broker.subscribe(spec(&topic)).await.expect("subscribed");
+        for payload in ["held one", "held two"] {
+            publish(&broker, &topic, payload).await;
+        }
+        let one = next(&mut subscription.deliveries).await;
+        let two = next(&mut subscription.deliveries).await;
+        (broker, subscription, one, two)
+    });
+    // The "kill": every task of the runtime goes, its sockets closed, nothing sent.
+    doomed.shutdown_background();
+    drop(held);
+    runtime("after").block_on(async {
+        let broker = support::connect().await;
+        let mut subscription = broker.subscribe(spec(&topic)).await.expect("subscribed");
+        let mut back = Vec::new();
+        for _ in 0..2 {
+            let delivery = next(&mut subscription.deliveries).await;
+            back.push(text(&delivery));
+            delivery.settle(Settlement::Accept).await.expect("acked");
+        }
+        back.sort();
+        assert_eq!(back, ["held one", "held two"]);
+        broker.close().await;
+    });
+}
