@@ -109,14 +109,19 @@ impl Reader {
     ) -> Ended {
         let mut tick = tokio::time::interval(TICK);
         loop {
-            let event = tokio::select! {
-                event = events.poll() => event,
-                _ = tick.tick() => {
-                    if self.ledger.wants_reconnect() {
-                        tracing::debug!(filter = %self.filter, "mqtt reconnects for abandoned deliveries");
-                        return Ended::Renew;
+            // The poll is never cut off by the tick (rumqttc's poll is not cancel-safe
+            // while it connects): it is dropped only when the connection is made anew.
+            let poll = events.poll();
+            tokio::pin!(poll);
+            let event = loop {
+                tokio::select! {
+                    event = &mut poll => break event,
+                    _ = tick.tick() => {
+                        if self.ledger.wants_reconnect() {
+                            tracing::debug!(filter = %self.filter, "mqtt reconnects for abandoned deliveries");
+                            return Ended::Renew;
+                        }
                     }
-                    continue;
                 }
             };
             match event {
