@@ -134,6 +134,12 @@ impl Reader {
                     }
                 }
                 Ok(Event::Incoming(Incoming::SubAck(ack))) => match ack.return_codes.first() {
+                    Some(SubscribeReasonCode::Success(QoS::AtMostOnce)) => {
+                        return Ended::Refused(format!(
+                            "the broker grants only qos 0 on {}: messages could be lost",
+                            self.filter
+                        ));
+                    }
                     Some(SubscribeReasonCode::Success(_)) => {
                         self.attached.attach();
                         backoff.reset();
