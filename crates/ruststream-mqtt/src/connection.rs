@@ -23,6 +23,7 @@ pub(crate) fn options(
 ) -> MqttOptions {
     let mut options = MqttOptions::new(client_id, url.host.clone(), url.port);
     options
+        .set_transport(url.transport.0.clone())
         .set_keep_alive(url.keep_alive)
         .set_connection_timeout(CONNECT_TIMEOUT_SECS)
         .set_manual_acks(true)

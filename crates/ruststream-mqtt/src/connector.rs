@@ -6,12 +6,13 @@ use ruststream_core::{BoxFuture, Broker, ConnectFailure, Connector, Scheme, Serv
 
 use crate::MqttBroker;
 
-/// Opens `mqtt://[user:password@]host[:port][?key=value…]` as an [`MqttBroker`].
+/// Opens `mqtt://[user:password@]host[:port][?key=value…]` (and `mqtts://` with the `tls`
+/// feature) as an [`MqttBroker`].
 #[derive(Clone, Copy, Debug, Default)]
 pub struct MqttConnector;
 
-/// One scheme: this build speaks no TLS to MQTT brokers (`mqtts://` is not built in).
-const SCHEMES: &[Scheme] = &[Scheme::plain("mqtt")];
+/// `mqtt://`, and `mqtts://` (TLS, with the `tls` feature).
+const SCHEMES: &[Scheme] = &[Scheme::plain("mqtt"), Scheme::tls("mqtts")];
 
 impl Connector for MqttConnector {
     fn name(&self) -> &'static str {
@@ -23,7 +24,7 @@ impl Connector for MqttConnector {
     }
 
     fn tls(&self) -> bool {
-        false
+        cfg!(feature = "tls")
     }
 
     fn connect<'a>(

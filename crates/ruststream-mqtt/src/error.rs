@@ -12,6 +12,9 @@ pub enum ConnectError {
     /// A setting in the URL's query is unknown or has a bad value.
     #[error("{0}")]
     Setting(#[from] SubscribeError),
+    /// The TLS configuration could not be made (a CA file that cannot be read).
+    #[error("tls: {0}")]
+    Tls(String),
     /// The broker did not answer, or refused the connection.
     #[error("mqtt broker at {at}: {why}")]
     Unreachable {

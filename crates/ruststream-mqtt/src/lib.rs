@@ -2,7 +2,9 @@
 //! subscription on a persistent session of its own, shared in a group by default;
 //! publishing is QoS 1, done once the broker's PUBACK is read.
 //!
-//! [`MqttBroker::connect`] opens `mqtt://[user:password@]host[:port][?key=value…]`. Each
+//! [`MqttBroker::connect`] opens `mqtt://[user:password@]host[:port][?key=value…]`, and
+//! with the `tls` feature `mqtts://` (port 8883; the webpki roots, and the URL's
+//! `tls_ca_file`). Each
 //! mount's subscription has its own connection and session: a stable client id (the
 //! mount's `client_id` setting, else the URL's `client_id` or `ruststream-<host name>`
 //! with a hash of the group and filter), clean start off, a session expiry of one hour
@@ -62,6 +64,8 @@ mod publisher;
 mod reader;
 mod sequencer;
 mod settings;
+#[cfg(feature = "tls")]
+mod tls;
 mod topic;
 mod writer;
 

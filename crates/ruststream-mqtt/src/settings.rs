@@ -17,10 +17,11 @@ pub(crate) const KEYS: &[&str] = &[
     "session_expiry",
     "keep_alive",
     "unrouted",
+    "tls_ca_file",
 ];
 
 /// The keys only the URL may set (they belong to the connection, not a mount).
-const URL_ONLY: &[&str] = &["keep_alive", "unrouted"];
+const URL_ONLY: &[&str] = &["keep_alive", "unrouted", "tls_ca_file"];
 
 /// The shared-subscription group of a mount that names none.
 pub(crate) const DEFAULT_GROUP: &str = "ruststream";
@@ -32,7 +33,7 @@ pub(crate) const DEFAULT_SESSION_EXPIRY: Duration = Duration::from_secs(3600);
 pub(crate) const DEFAULT_KEEP_ALIVE: Duration = Duration::from_secs(30);
 
 /// A broker URL read: where to connect, as whom, and the query's settings.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub(crate) struct Url {
     pub(crate) host: String,
     pub(crate) port: u16,
@@ -40,21 +41,45 @@ pub(crate) struct Url {
     pub(crate) keep_alive: Duration,
     /// Whether a publish nobody subscribes to is taken as done (`unrouted=accept`).
     pub(crate) accept_unrouted: bool,
+    /// `mqtts://`: TLS, with the roots of `tls_ca_file` added to the webpki roots.
+    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
+    pub(crate) tls: bool,
+    pub(crate) tls_ca_file: Option<std::path::PathBuf>,
+    /// TCP, or TLS with its rustls configuration.
+    pub(crate) transport: Net,
     pub(crate) settings: Vec<Setting>,
+}
+
+/// How a connection is carried (rumqttc's `Transport`, which has no `Debug`).
+#[derive(Clone)]
+pub(crate) struct Net(pub(crate) rumqttc::Transport);
+
+impl std::fmt::Debug for Net {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self.0 {
+            rumqttc::Transport::Tcp => "tcp",
+            _ => "tls",
+        })
+    }
 }
 
 /// Reads `mqtt://[user[:password]@]host[:port][?key=value…]`.
 pub(crate) fn parse(url: &str) -> Result<Url, ConnectError> {
     let (bare, settings) = split_query(url, |_| false);
-    let rest = match bare.split_once("://") {
-        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("mqtt") => rest,
-        Some((scheme, _)) if scheme.eq_ignore_ascii_case("mqtts") => {
-            return Err(ConnectError::Url(
-                "mqtts:// is not built in yet (no tls)".into(),
-            ));
+    let (tls, rest) = match bare.split_once("://") {
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("mqtt") => (false, rest),
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("mqtts") => (true, rest),
+        _ => {
+            return Err(ConnectError::Url(format!(
+                "{bare}: not mqtt:// or mqtts://"
+            )));
         }
-        _ => return Err(ConnectError::Url(format!("{bare}: not mqtt://"))),
     };
+    if tls && !cfg!(feature = "tls") {
+        return Err(ConnectError::Url(
+            "mqtts:// needs the tls feature of ruststream-mqtt".into(),
+        ));
+    }
     let rest = rest.trim_end_matches('/');
     let (login, hostport) = match rest.rsplit_once('@') {
         Some((login, hostport)) => {
@@ -70,6 +95,7 @@ pub(crate) fn parse(url: &str) -> Result<Url, ConnectError> {
                 .map_err(|_| ConnectError::Url(format!("port {port:?}: not a port number")))?;
             (host, port)
         }
+        None if tls => (hostport, 8883),
         None => (hostport, 1883),
     };
     if host.is_empty() || host.contains('/') {
@@ -84,6 +110,9 @@ pub(crate) fn parse(url: &str) -> Result<Url, ConnectError> {
         login,
         keep_alive: DEFAULT_KEEP_ALIVE,
         accept_unrouted: false,
+        tls,
+        tls_ca_file: None,
+        transport: Net(rumqttc::Transport::Tcp),
         settings,
     };
     for setting in &parsed.settings {
@@ -95,11 +124,19 @@ pub(crate) fn parse(url: &str) -> Result<Url, ConnectError> {
                 }
                 parsed.keep_alive = d;
             }
+            "tls_ca_file" if !tls => {
+                return Err(setting.invalid("only with mqtts://").into());
+            }
+            "tls_ca_file" => parsed.tls_ca_file = Some(setting.value.trim().into()),
             "unrouted" => {
                 parsed.accept_unrouted = setting.choice(&["error", "accept"])? == "accept";
             }
             _ => {}
         }
+    }
+    #[cfg(feature = "tls")]
+    if parsed.tls {
+        parsed.transport = Net(crate::tls::transport(parsed.tls_ca_file.as_deref())?);
     }
     // Every other key is checked as a mount would read it.
     mounted("check", &parsed.settings, &Options::default())?;

@@ -23,8 +23,8 @@ fn a_url_names_host_port_login_and_settings() {
 #[test]
 fn bad_urls_and_values_are_errors_naming_them() {
     let cases = [
-        ("kafka://h:1", "not mqtt://"),
-        ("mqtts://h:8883", "tls"),
+        ("kafka://h:1", "not mqtt:// or mqtts://"),
+        ("mqtt://h?tls_ca_file=/ca.pem", "only with mqtts://"),
         ("mqtt://", "want mqtt://host"),
         ("mqtt://h:port", "not a port number"),
         ("mqtt://h?session_expiry=soon", "session_expiry"),
@@ -83,4 +83,20 @@ fn a_mount_may_not_set_what_belongs_to_the_url() {
     options.configure(Setting::new("keep_alive", "10s", "env"));
     let error = mounted("t", &[], &options).expect_err("url only");
     assert!(error.to_string().contains("broker url"), "{error}");
+}
+
+#[cfg(feature = "tls")]
+#[test]
+fn mqtts_is_tls_on_8883() {
+    let url = parse("mqtts://h").expect("read");
+    assert_eq!((url.tls, url.port), (true, 8883));
+    let error = parse("mqtts://h?tls_ca_file=/nonexistent/ca.pem").expect_err("no file");
+    assert!(error.to_string().contains("/nonexistent/ca.pem"), "{error}");
+}
+
+#[cfg(not(feature = "tls"))]
+#[test]
+fn mqtts_needs_the_tls_feature() {
+    let error = parse("mqtts://h").expect_err("no tls");
+    assert!(error.to_string().contains("tls feature"), "{error}");
 }

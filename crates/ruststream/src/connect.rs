@@ -61,6 +61,7 @@ const FEATURES: &[(&str, &str)] = &[
     ("postgresql", "postgres"),
     ("kafka", "kafka"),
     ("mqtt", "mqtt"),
+    ("mqtts", "mqtt-tls"),
 ];
 
 /// The connectors this build has, one per adapter its features turn on.
@@ -158,7 +159,8 @@ pub(crate) fn schemes() -> Vec<String> {
 /// `amqp091://`, `amqps091://` (RabbitMQ over AMQP 0-9-1, feature `lapin`; TLS needs
 /// `lapin-tls`), `nats://`, `tls://`, `nats+tls://` (NATS, feature `nats`),
 /// `postgres://`, `postgresql://` (PostgreSQL as a broker, feature `postgres`),
-/// `kafka://` (Kafka, feature `kafka`), `mqtt://` (MQTT 5, feature `mqtt`).
+/// `kafka://` (Kafka, feature `kafka`), `mqtt://`, `mqtts://` (MQTT 5,
+/// feature `mqtt`; TLS needs `mqtt-tls`).
 ///
 /// `amqp://` stays AMQP 1.0 whatever features are on, so that enabling one never changes
 /// what a URL opens; AMQP 0-9-1 has schemes of its own. The URL's query is the adapter's
@@ -314,6 +316,7 @@ mod tests {
         assert_eq!(has("postgresql://"), cfg!(feature = "postgres"));
         assert_eq!(has("kafka://"), cfg!(feature = "kafka"));
         assert_eq!(has("mqtt://"), cfg!(feature = "mqtt"));
+        assert_eq!(has("mqtts://"), cfg!(feature = "mqtt-tls"));
     }
 
     #[cfg(not(feature = "postgres"))]
@@ -394,6 +397,18 @@ mod tests {
         assert_eq!(
             error.to_string(),
             "mqtt:// needs the `mqtt` feature of ruststream"
+        );
+    }
+
+    #[cfg(not(feature = "mqtt-tls"))]
+    #[tokio::test]
+    async fn mqtts_without_its_feature_names_mqtt_tls() {
+        let error = connect("mqtts://h:8883").await.err().expect("no TLS");
+        assert!(
+            error
+                .to_string()
+                .contains("needs the `mqtt-tls` feature of ruststream"),
+            "{error}"
         );
     }
 
