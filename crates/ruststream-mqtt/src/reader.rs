@@ -166,6 +166,11 @@ impl Reader {
     }
 
     fn deliver(&self, publish: Publish, epoch: u64) {
+        if self.out.is_closed() {
+            // Nobody reads the subscription any more (a stopping service): the message
+            // stays unacknowledged in the session, for its next connection.
+            return;
+        }
         let seq = match publish.qos {
             QoS::AtMostOnce => None,
             _ => match self.ledger.arrive(epoch) {
