@@ -208,3 +208,49 @@ fn a_connection_cut_without_disconnect_gives_back_what_it_held() {
         broker.close().await;
     });
 }
+
+/// Two members of one group, one away: Mosquitto 2.0 still hands the away session its
+/// share; it gets it when it connects again. Nothing is lost or handed twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_away_member_of_a_group_gets_its_share_when_it_comes_back() {
+    const N: usize = 10;
+    let topic = support::unique("away");
+    async fn member(id: &str) -> ruststream_mqtt::MqttBroker {
+        support::connect_to(&support::url_with(&format!("client_id={id}"))).await
+    }
+    let away_id = format!("away-{}", std::process::id());
+    let here_id = format!("here-{}", std::process::id());
+    let away = member(&away_id).await;
+    drop(away.subscribe(spec(&topic)).await.expect("subscribed"));
+    away.close().await;
+    let here = member(&here_id).await;
+    let mut subscription = here.subscribe(spec(&topic)).await.expect("subscribed");
+    for n in 0..N {
+        publish(&here, &topic, &n.to_string()).await;
+    }
+    let mut got = Vec::new();
+    while let Ok(Some(Ok(delivery))) =
+        tokio::time::timeout(Duration::from_secs(1), subscription.deliveries.next()).await
+    {
+        got.push(text(&delivery));
+        delivery.settle(Settlement::Accept).await.expect("acked");
+    }
+    let connected = got.len();
+    here.close().await;
+    let back = member(&away_id).await;
+    let mut subscription = back.subscribe(spec(&topic)).await.expect("subscribed");
+    while let Ok(Some(Ok(delivery))) =
+        tokio::time::timeout(Duration::from_secs(1), subscription.deliveries.next()).await
+    {
+        got.push(text(&delivery));
+        delivery.settle(Settlement::Accept).await.expect("acked");
+    }
+    back.close().await;
+    eprintln!(
+        "the connected member got {connected} of {N}, the away one {}",
+        got.len() - connected
+    );
+    got.sort_by_key(|n| n.parse::<usize>().unwrap_or(usize::MAX));
+    let expected: Vec<String> = (0..N).map(|n| n.to_string()).collect();
+    assert_eq!(got, expected, "each message once, across both members");
+}
