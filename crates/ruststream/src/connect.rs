@@ -62,6 +62,8 @@ const FEATURES: &[(&str, &str)] = &[
     ("postgres", "postgres"),
     ("postgresql", "postgres"),
     ("kafka", "kafka"),
+    ("mqtt", "mqtt"),
+    ("mqtts", "mqtt-tls"),
 ];
 
 /// The connectors this build has, one per adapter its features turn on.
@@ -89,6 +91,8 @@ const CONNECTORS: &[&dyn Connector] = &[
     &ruststream_postgres::PostgresConnector,
     #[cfg(feature = "kafka")]
     &ruststream_kafka::KafkaConnector,
+    #[cfg(feature = "mqtt")]
+    &ruststream_mqtt::MqttConnector,
 ];
 
 /// The connector that opens `url`, or why there is none in this build.
@@ -157,7 +161,8 @@ pub(crate) fn schemes() -> Vec<String> {
 /// `amqp091://`, `amqps091://` (RabbitMQ over AMQP 0-9-1, feature `lapin`; TLS needs
 /// `lapin-tls`), `nats://`, `tls://`, `nats+tls://` (NATS, feature `nats`),
 /// `postgres://`, `postgresql://` (PostgreSQL as a broker, feature `postgres`),
-/// `kafka://` (Kafka, feature `kafka`).
+/// `kafka://` (Kafka, feature `kafka`), `mqtt://`, `mqtts://` (MQTT 5,
+/// feature `mqtt`; TLS needs `mqtt-tls`).
 ///
 /// `amqp://` stays AMQP 1.0 whatever features are on, so that enabling one never changes
 /// what a URL opens; AMQP 0-9-1 has schemes of its own. The URL's query is the adapter's
@@ -212,7 +217,7 @@ mod tests {
 
     #[tokio::test]
     async fn unknown_schemes_are_named() {
-        match connect("mqtt://h:1883").await {
+        match connect("stomp://h:61613").await {
             Err(error @ ConnectError::UnknownScheme { .. }) => {
                 let text = error.to_string();
                 for scheme in [
@@ -225,11 +230,11 @@ mod tests {
                     assert!(text.contains(scheme), "{text}");
                 }
                 assert!(
-                    matches!(error, ConnectError::UnknownScheme { scheme, .. } if scheme == "mqtt")
+                    matches!(error, ConnectError::UnknownScheme { scheme, .. } if scheme == "stomp")
                 );
             }
             Err(other) => panic!("{other}"),
-            Ok(_) => panic!("connected to mqtt"),
+            Ok(_) => panic!("connected to stomp"),
         }
         assert!(matches!(
             connect("h:9092").await,
@@ -312,6 +317,8 @@ mod tests {
         assert_eq!(has("postgres://"), cfg!(feature = "postgres"));
         assert_eq!(has("postgresql://"), cfg!(feature = "postgres"));
         assert_eq!(has("kafka://"), cfg!(feature = "kafka"));
+        assert_eq!(has("mqtt://"), cfg!(feature = "mqtt"));
+        assert_eq!(has("mqtts://"), cfg!(feature = "mqtt-tls"));
     }
 
     #[cfg(not(feature = "postgres"))]
@@ -382,6 +389,31 @@ mod tests {
         );
     }
 
+    #[cfg(not(feature = "mqtt"))]
+    #[tokio::test]
+    async fn mqtt_without_its_feature_is_named() {
+        let error = connect("mqtt://127.0.0.1:1883")
+            .await
+            .err()
+            .expect("no mqtt");
+        assert_eq!(
+            error.to_string(),
+            "mqtt:// needs the `mqtt` feature of ruststream"
+        );
+    }
+
+    #[cfg(not(feature = "mqtt-tls"))]
+    #[tokio::test]
+    async fn mqtts_without_its_feature_names_mqtt_tls() {
+        let error = connect("mqtts://h:8883").await.err().expect("no TLS");
+        assert!(
+            error
+                .to_string()
+                .contains("needs the `mqtt-tls` feature of ruststream"),
+            "{error}"
+        );
+    }
+
     #[cfg(not(feature = "lapin"))]
     #[tokio::test]
     async fn amqp091_without_its_feature_is_named() {
@@ -410,7 +442,7 @@ mod tests {
         let described = super::server("memory://").expect("memory");
         assert_eq!(described.host, "localhost");
         assert!(matches!(
-            super::server("mqtt://h"),
+            super::server("stomp://h"),
             Err(ConnectError::UnknownScheme { .. })
         ));
     }

@@ -8,7 +8,7 @@
 //!
 //! This crate is the one a service depends on: it re-exports the runtime
 //! (`ruststream-runtime`), the adapters its features build in (`ruststream::redis`,
-//! `amqp`, `lapin`, `nats`, `postgres`, `kafka`), [`connect`] to open any of them by URL, and the command
+//! `amqp`, `lapin`, `nats`, `postgres`, `kafka`, `mqtt`), [`connect`] to open any of them by URL, and the command
 //! line (`ruststream::cli`, feature `cli`).
 //!
 //! ```no_run
@@ -59,6 +59,10 @@ pub use ruststream_kafka as kafka;
 /// The NATS JetStream adapter (feature `nats`).
 #[cfg(feature = "nats")]
 pub use ruststream_nats as nats;
+
+/// The MQTT 5 adapter (feature `mqtt`).
+#[cfg(feature = "mqtt")]
+pub use ruststream_mqtt as mqtt;
 
 /// The PostgreSQL adapter: queues in tables (feature `postgres`).
 #[cfg(feature = "postgres")]

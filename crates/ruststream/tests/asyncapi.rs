@@ -514,11 +514,11 @@ fn an_undocumented_reply_names_its_type_and_how_to_document_it() {
 
 #[test]
 fn a_server_url_that_cannot_be_described_is_an_error() {
-    let error = ruststream::server("mqtt://user:pw@h:1883")
+    let error = ruststream::server("stomp://user:pw@h:61613")
         .expect_err("refused")
         .to_string();
     assert!(
-        error.starts_with("unknown broker url scheme \"mqtt\""),
+        error.starts_with("unknown broker url scheme \"stomp\""),
         "{error}"
     );
     let error = ruststream::server("memory")

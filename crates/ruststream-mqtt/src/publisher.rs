@@ -1,0 +1,77 @@
+//! Publishing: QoS 1 on the broker's publishing connection, done once the PUBACK says the
+//! broker has the message.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rumqttc::v5::mqttbytes::QoS;
+use ruststream_core::{Address, BoxFuture, Message, Publish, PublishError, PublishErrorKind};
+
+use crate::connection::MAX_PACKET;
+use crate::headers::to_properties;
+use crate::outbox::{Handed, Outbox};
+use crate::topic;
+
+/// The largest payload a publish takes: MQTT's largest packet less room for the topic
+/// and properties.
+pub const MAX_PAYLOAD: usize = MAX_PACKET as usize - 1_048_576;
+
+/// How long a publish waits for a connection (or room in the client's channel).
+const WAIT_FOR_CONNECTION: Duration = Duration::from_secs(10);
+
+/// Publishes through the broker's one publishing connection.
+#[derive(Clone)]
+pub(crate) struct MqttPublisher {
+    pub(crate) outbox: Arc<Outbox>,
+}
+
+impl MqttPublisher {
+    async fn send(&self, to: &Address, message: &Message) -> Result<(), PublishErrorKind> {
+        if let Some(why) = topic::name_problem(to.as_str()) {
+            return Err(PublishErrorKind::BadAddress(why.into()));
+        }
+        if message.payload.len() > MAX_PAYLOAD {
+            return Err(PublishErrorKind::TooLarge {
+                size: message.payload.len(),
+                limit: MAX_PAYLOAD,
+            });
+        }
+        let properties = to_properties(&message.headers)
+            .map_err(|error| PublishErrorKind::Refused(error.to_string()))?;
+        let deadline = tokio::time::Instant::now() + WAIT_FOR_CONNECTION;
+        let answer = loop {
+            let handed = self.outbox.hand(|client| {
+                client
+                    .try_publish_with_properties(
+                        to.as_str(),
+                        QoS::AtLeastOnce,
+                        false,
+                        message.payload.clone(),
+                        properties.clone(),
+                    )
+                    .is_ok()
+            });
+            match handed {
+                Handed::Sent(answer) => break answer,
+                Handed::Closed => return Err(PublishErrorKind::Closed),
+                Handed::NotNow if tokio::time::Instant::now() >= deadline => {
+                    return Err(PublishErrorKind::Disconnected);
+                }
+                Handed::NotNow => tokio::time::sleep(Duration::from_millis(10)).await,
+            }
+        };
+        answer.await.unwrap_or(Err(PublishErrorKind::Disconnected))
+    }
+}
+
+impl Publish for MqttPublisher {
+    fn publish(&self, to: Address, message: Message) -> BoxFuture<'_, Result<(), PublishError>> {
+        Box::pin(async move {
+            self.send(&to, &message).await.map_err(|kind| PublishError {
+                address: to.to_string(),
+                kind,
+                message,
+            })
+        })
+    }
+}

@@ -1,0 +1,147 @@
+//! Cut connections, through a TCP proxy in front of a real MQTT 5 broker (Mosquitto 2 on
+//! 127.0.0.1:1883, `RUSTSTREAM_MQTT_URL`): a subscription detaches, reconnects with
+//! back-off, resumes its session and gets again what it had not acknowledged; a
+//! settlement of a delivery of the lost connection fails with `Disconnected`; publishing
+//! goes on over the new connection.
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use ruststream_core::{
+    AckError, Broker, Delivery, DeliveryStream, Message, Settlement, SubscribeSpec,
+};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+
+const WAIT: Duration = Duration::from_secs(15);
+
+/// Forwards every connection to the broker under test until [`Proxy::cut`].
+struct Proxy {
+    port: u16,
+    links: Arc<Mutex<Vec<JoinHandle<()>>>>,
+}
+
+impl Proxy {
+    async fn start() -> Self {
+        support::require_broker();
+        let url = support::url();
+        let upstream = url
+            .split_once("://")
+            .map_or(url.as_str(), |(_, rest)| rest)
+            .split(['?', '/'])
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bound");
+        let port = listener.local_addr().expect("address").port();
+        let links: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
+        let kept = links.clone();
+        tokio::spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                let upstream = upstream.clone();
+                let link = tokio::spawn(async move {
+                    if let Ok(mut server) = TcpStream::connect(&upstream).await {
+                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                    }
+                });
+                kept.lock().expect("links").push(link);
+            }
+        });
+        Self { port, links }
+    }
+
+    fn url(&self) -> String {
+        format!("mqtt://127.0.0.1:{}", self.port)
+    }
+
+    /// Drops every connection through the proxy, as a network failure would.
+    fn cut(&self) {
+        for link in self.links.lock().expect("links").drain(..) {
+            link.abort();
+        }
+    }
+}
+
+async fn next(deliveries: &mut DeliveryStream) -> Delivery {
+    loop {
+        match tokio::time::timeout(WAIT, deliveries.next()).await {
+            Ok(Some(Ok(delivery))) => return delivery,
+            Ok(Some(Err(error))) => eprintln!("consume error (expected once): {error}"),
+            Ok(None) => panic!("the subscription ended"),
+            Err(_) => panic!("no delivery within {WAIT:?}"),
+        }
+    }
+}
+
+async fn until(what: &str, done: impl Fn() -> bool) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !done() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: not within {WAIT:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_connection_is_resumed_and_what_was_unacknowledged_comes_again() {
+    let proxy = Proxy::start().await;
+    let topic = support::unique("reconnect");
+    let broker = support::connect_to(&proxy.url()).await;
+    let mut spec = SubscribeSpec::new(topic.as_str());
+    spec.in_flight = 16;
+    let mut subscription = broker.subscribe(spec).await.expect("subscribed");
+    let direct = support::connect().await;
+    let publish = |payload: &'static str| {
+        let publisher = direct.publisher();
+        let topic = topic.clone();
+        async move {
+            publisher
+                .publish(topic.as_str().into(), Message::new(payload))
+                .await
+                .expect("published");
+        }
+    };
+    publish("before").await;
+    let before = next(&mut subscription.deliveries).await;
+    assert_eq!(before.payload().as_ref(), b"before");
+
+    proxy.cut();
+    let attached = subscription.attached.clone();
+    until("detached", || !attached.is_attached()).await;
+    assert_eq!(
+        before.settle(Settlement::Accept).await,
+        Err(AckError::Disconnected),
+        "the PUBACK of a lost connection cannot be written"
+    );
+    until("attached again", || attached.is_attached()).await;
+    assert!(attached.reconnects() >= 1, "counted as a reconnect");
+
+    let again = next(&mut subscription.deliveries).await;
+    assert_eq!(
+        again.payload().as_ref(),
+        b"before",
+        "sent again on the resumed session"
+    );
+    again.settle(Settlement::Accept).await.expect("acked");
+    publish("after").await;
+    let after = next(&mut subscription.deliveries).await;
+    assert_eq!(after.payload().as_ref(), b"after");
+    after.settle(Settlement::Accept).await.expect("acked");
+
+    // The broker's own publisher reconnected too.
+    broker
+        .publisher()
+        .publish(topic.as_str().into(), Message::new("through the proxy"))
+        .await
+        .expect("published after the cut");
+    let last = next(&mut subscription.deliveries).await;
+    assert_eq!(last.payload().as_ref(), b"through the proxy");
+    last.settle(Settlement::Accept).await.expect("acked");
+    broker.close().await;
+    direct.close().await;
+}
