@@ -88,13 +88,6 @@ pub trait Handler<M>: Clone + Send + Sync + 'static {
     /// Checks, when the service starts, that every argument can be made.
     fn check(app: &AppContext) -> Result<(), ExtractError>;
 
-    /// The middleware around the handler ([`Layered`](crate::layer::Layered) only).
-    #[doc(hidden)]
-    #[inline(always)]
-    fn stack(&self) -> Option<&crate::layer::Stack> {
-        None
-    }
-
     /// The payload's Rust type, if the handler takes one: what a description of the
     /// service (its AsyncAPI document) checks a declared payload schema against.
     fn payload_type() -> Option<(TypeId, &'static str)> {

@@ -54,6 +54,8 @@ mod policy;
 mod publisher;
 mod reply;
 mod router;
+#[cfg(feature = "asyncapi")]
+mod schema;
 mod settled;
 mod signals;
 mod target;

@@ -29,11 +29,15 @@ pub enum Concurrency {
     },
 }
 
+/// How many bare settlements may be under way behind a sequential mount's loop, which
+/// does not wait for the broker to confirm one before it takes the next delivery.
+pub(crate) const TRAILING: usize = 64;
+
 impl Concurrency {
     /// How many deliveries can be held at once (unsettled) under this setting.
     pub fn in_flight(&self) -> usize {
         match self {
-            Self::Sequential => 1 + crate::dispatch::TRAILING,
+            Self::Sequential => 1 + TRAILING,
             Self::Workers(n) => (*n).max(1),
             Self::Lanes { lanes, .. } => lanes.max(&1) * 2 + 1,
         }
@@ -78,10 +82,10 @@ pub struct Mount {
     pub(crate) options: Options,
     pub(crate) layers: crate::layer::Layers,
     #[cfg(feature = "asyncapi")]
-    pub(crate) payload: Option<crate::asyncapi::PayloadSchema>,
+    pub(crate) payload: Option<crate::schema::PayloadSchema>,
     /// The reply's schema, declared with [`Mount::reply`].
     #[cfg(feature = "asyncapi")]
-    pub(crate) reply: Option<crate::asyncapi::PayloadSchema>,
+    pub(crate) reply: Option<crate::schema::PayloadSchema>,
     /// Set at start: the subscription accepted the graceful stop's drain, so its loops
     /// handle what its stream still yields after a stop (see `ruststream_core::Drain`).
     pub(crate) drains: bool,
@@ -267,7 +271,7 @@ impl Mount {
     /// ```
     #[cfg(feature = "asyncapi")]
     pub fn payload<T: schemars::JsonSchema + 'static>(mut self) -> Self {
-        self.payload = Some(crate::asyncapi::PayloadSchema::of::<T>());
+        self.payload = Some(crate::schema::PayloadSchema::of::<T>());
         self
     }
 
@@ -289,7 +293,7 @@ impl Mount {
     /// ```
     #[cfg(feature = "asyncapi")]
     pub fn reply<T: schemars::JsonSchema + 'static>(mut self) -> Self {
-        self.reply = Some(crate::asyncapi::PayloadSchema::of::<T>());
+        self.reply = Some(crate::schema::PayloadSchema::of::<T>());
         self
     }
 

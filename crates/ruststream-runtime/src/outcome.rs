@@ -5,9 +5,11 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
+use bytes::Bytes;
 use ruststream_core::Verdict;
 
 use crate::Settled;
+use crate::codec::{Codec, CodecError};
 
 pub(crate) type After =
     Box<dyn FnOnce(&Settled) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
@@ -31,9 +33,34 @@ pub(crate) type After =
 pub struct Outcome {
     pub(crate) verdict: Verdict,
     pub(crate) after: Option<After>,
-    pub(crate) reply: Option<crate::reply::PendingReply>,
+    pub(crate) reply: Option<PendingReply>,
     // Why the handler asked for it (`because`): logged, and a dead letter's error.
     pub(crate) reason: Option<Box<str>>,
+}
+
+/// A handler's reply, waiting for its mount's codec: made by
+/// [`Reply`](crate::Reply), published before the request is settled.
+pub(crate) struct PendingReply(Encode);
+
+type Encode = Box<dyn FnOnce(Codec) -> Result<Bytes, CodecError> + Send>;
+
+impl PendingReply {
+    pub(crate) fn new(
+        encode: impl FnOnce(Codec) -> Result<Bytes, CodecError> + Send + 'static,
+    ) -> Self {
+        Self(Box::new(encode))
+    }
+
+    /// The reply's payload, in `codec`.
+    pub(crate) fn encode(self, codec: Codec) -> Result<Bytes, CodecError> {
+        (self.0)(codec)
+    }
+}
+
+impl fmt::Debug for PendingReply {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("PendingReply")
+    }
 }
 
 /// Acknowledges the delivery: it is done.

@@ -142,7 +142,13 @@ impl<H: Handler<M>, M: 'static> Endpoint for Route<H, M> {
     ) -> Vec<BoxFuture<'static, ()>> {
         let concurrency = mount.concurrency.clone();
         if mount.layers.0.is_empty() {
-            let worker = Worker::new(self.handler, mount, subscription.capabilities, runtime);
+            let worker = Worker::new(
+                self.handler,
+                mount,
+                subscription.capabilities,
+                runtime,
+                None,
+            );
             return loops(worker, subscription.deliveries, concurrency);
         }
         let subscribed = Subscribed {
@@ -153,16 +159,22 @@ impl<H: Handler<M>, M: 'static> Endpoint for Route<H, M> {
             delayed: runtime.deferred.clone(),
             system: runtime.system,
         };
-        let stack = Stack::new(
+        let stack = Arc::new(Stack::new(
             mount
                 .layers
                 .0
                 .iter()
                 .map(|l| l.layer(&subscribed))
                 .collect(),
+        ));
+        let handler = Layered::new(self.handler, stack.clone());
+        let worker = Worker::new(
+            handler,
+            mount,
+            subscription.capabilities,
+            runtime,
+            Some(stack),
         );
-        let handler = Layered::new(self.handler, stack);
-        let worker = Worker::new(handler, mount, subscription.capabilities, runtime);
         loops(worker, subscription.deliveries, concurrency)
     }
 }

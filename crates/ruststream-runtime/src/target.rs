@@ -19,7 +19,7 @@ pub struct PublishTarget {
     pub(crate) address: Address,
     pub(crate) description: Option<String>,
     #[cfg(feature = "asyncapi")]
-    pub(crate) payload: Option<crate::asyncapi::PayloadSchema>,
+    pub(crate) payload: Option<crate::schema::PayloadSchema>,
 }
 
 impl PublishTarget {
@@ -57,7 +57,7 @@ impl PublishTarget {
     /// ```
     #[cfg(feature = "asyncapi")]
     pub fn payload<T: schemars::JsonSchema + 'static>(mut self) -> Self {
-        self.payload = Some(crate::asyncapi::PayloadSchema::of::<T>());
+        self.payload = Some(crate::schema::PayloadSchema::of::<T>());
         self
     }
 }

@@ -5,10 +5,10 @@ use std::any::TypeId;
 use ruststream_core::{Capabilities, SubscribeSpec};
 use serde_json::{Map, Value, json};
 
-use super::schema::{PayloadSchema, Schemas};
 use super::{AsyncApiError, AsyncApiInfo, headers, server};
 use crate::mount::{Concurrency, Mount};
 use crate::policy::Policy;
+use crate::schema::{PayloadSchema, Schemas};
 use crate::{App, PublishTarget};
 
 pub(super) fn document(app: &App, info: &AsyncApiInfo) -> Result<Value, AsyncApiError> {

@@ -40,7 +40,6 @@
 
 mod build;
 mod headers;
-mod schema;
 mod server;
 mod yaml;
 
@@ -50,7 +49,6 @@ use serde_json::Value;
 
 use crate::App;
 
-pub(crate) use schema::PayloadSchema;
 pub use yaml::to_yaml;
 
 /// What the document says about the service beyond its mounts.

@@ -3,6 +3,7 @@
 mod dead_letter;
 mod deferred;
 mod execute;
+mod reply;
 mod sequential;
 mod shared;
 mod shutdown;

@@ -13,10 +13,9 @@ use ruststream_core::{
 use super::Runtime;
 use super::dead_letter::Why;
 use super::execute::execute;
-use super::sequential::Sequential;
 use crate::extract::Context;
 use crate::handler::Handler;
-use crate::layer::Visits;
+use crate::layer::{Stack, Visits};
 use crate::mount::Mount;
 use crate::outcome::Outcome;
 use crate::policy::Policy;
@@ -25,9 +24,12 @@ use crate::settled::{Cause, SettleError, Settled};
 /// One mount's handler with what it needs to settle.
 pub(crate) struct Worker<H, M> {
     handler: H,
-    mount: Mount,
+    /// The mount's middleware, which its handler (a [`Layered`](crate::layer::Layered))
+    /// runs inside; `None` for a mount without layers.
+    stack: Option<Arc<Stack>>,
+    pub(super) mount: Mount,
     capabilities: Capabilities,
-    runtime: Arc<Runtime>,
+    pub(super) runtime: Arc<Runtime>,
     marker: PhantomData<fn() -> M>,
 }
 
@@ -59,9 +61,11 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
         mount: Mount,
         capabilities: Capabilities,
         runtime: Arc<Runtime>,
+        stack: Option<Arc<Stack>>,
     ) -> Self {
         Self {
             handler,
+            stack,
             mount,
             capabilities,
             runtime,
@@ -80,7 +84,7 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
         delivery: &Delivery,
         visits: &mut Visits,
     ) -> Result<H::Future, Option<(Outcome, Cause)>> {
-        if let Some(stack) = self.handler.stack() {
+        if let Some(stack) = self.stack.as_deref() {
             // Taken with the settlement before: empty (unless a `fail_fast` left some).
             visits.0.clear();
             stack.visit(delivery, visits);
@@ -148,7 +152,7 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
         for hook in &self.runtime.after_settle {
             hook(&settled);
         }
-        if let Some(stack) = self.handler.stack() {
+        if let Some(stack) = self.stack.as_deref() {
             stack.settled(&settled);
         }
         after.map(|after| after(&settled))
@@ -203,28 +207,6 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
                 None
             }
         }
-    }
-}
-
-impl<H: Handler<M>, M: 'static> Process for Worker<H, M> {
-    fn runtime(&self) -> &Arc<Runtime> {
-        &self.runtime
-    }
-
-    fn drains(&self) -> bool {
-        self.mount.drains
-    }
-
-    fn report(&self, error: &ConsumeError) {
-        tracing::warn!(address = %self.mount.address, %error, "subscription reported an error");
-    }
-
-    fn sequential(
-        self: Arc<Self>,
-        deliveries: DeliveryStream,
-        trailing: usize,
-    ) -> BoxFuture<'static, ()> {
-        Box::pin(Sequential::new(self, deliveries, trailing))
     }
 }
 
@@ -392,16 +374,16 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
     }
 
     /// Whether the delivery in hand may have visits: only where the handler has
-    /// middleware (known when the loop is compiled: nothing is looked at otherwise).
+    /// middleware.
     #[inline(always)]
     pub(super) fn followed(&self, visits: &Visits) -> bool {
-        self.handler.stack().is_some() && !visits.is_empty()
+        self.stack.as_deref().is_some() && !visits.is_empty()
     }
 
     /// Whether someone learns of each settlement: the service's hooks, or middleware.
     #[inline(always)]
     pub(super) fn watched(&self) -> bool {
-        !self.runtime.after_settle.is_empty() || self.handler.stack().is_some()
+        !self.runtime.after_settle.is_empty() || self.stack.as_deref().is_some()
     }
 
     pub(super) fn capabilities(&self) -> Capabilities {
@@ -460,8 +442,7 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
     ) {
         let (mut outcome, mut plan) = (outcome, plan);
         if let Some(reply) = outcome.reply.take()
-            && reply
-                .send(&delivery, &self.mount, &self.runtime.app)
+            && super::reply::send(reply, &delivery, &self.mount, &self.runtime.app)
                 .await
                 .is_err()
         {

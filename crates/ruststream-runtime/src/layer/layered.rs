@@ -27,11 +27,8 @@ impl<H: Clone> Clone for Layered<H> {
 }
 
 impl<H> Layered<H> {
-    pub(crate) fn new(inner: H, stack: Stack) -> Self {
-        Self {
-            inner,
-            stack: Arc::new(stack),
-        }
+    pub(crate) fn new(inner: H, stack: Arc<Stack>) -> Self {
+        Self { inner, stack }
     }
 }
 
@@ -112,10 +109,6 @@ impl<H: Handler<M>, M: 'static> Handler<M> for Layered<H> {
 
     fn check(app: &AppContext) -> Result<(), ExtractError> {
         H::check(app)
-    }
-
-    fn stack(&self) -> Option<&Stack> {
-        Some(&self.stack)
     }
 
     fn payload_type() -> Option<(std::any::TypeId, &'static str)> {

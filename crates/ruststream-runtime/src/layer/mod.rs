@@ -126,6 +126,12 @@ pub trait Middleware: Send + Sync + 'static {
     }
 }
 
+/// How many retry copies and held deliveries wait for a subscription's deliveries (the
+/// runtime's delayed copies answer it).
+pub(crate) trait Waiting: Send + Sync {
+    fn pending_for(&self, subscription: &Address) -> usize;
+}
+
 /// A subscription as its layers are given it when the service starts.
 #[derive(Clone)]
 pub struct Subscribed {
@@ -135,7 +141,7 @@ pub struct Subscribed {
     #[cfg_attr(not(feature = "prometheus"), allow(dead_code))]
     pub(crate) declared: ruststream_core::Declaration,
     pub(crate) attached: Attached,
-    pub(crate) delayed: Arc<crate::dispatch::Deferred>,
+    pub(crate) delayed: Arc<dyn Waiting>,
     pub(crate) system: &'static str,
 }
 

@@ -189,6 +189,43 @@ impl<'de> de::Deserializer<'de> for &mut Parser<'de> {
     }
 }
 
+impl<'de> Parser<'de> {
+    /// An array for `visitor`; the current byte is `[`.
+    #[inline]
+    pub(super) fn array<V: Visitor<'de>>(&mut self, visitor: V) -> Result<V::Value> {
+        self.enter()?;
+        self.pos += 1;
+        let value = visitor.visit_seq(Seq {
+            parser: &mut *self,
+            first: true,
+        })?;
+        self.leave();
+        self.expect(b']')?;
+        Ok(value)
+    }
+
+    /// An object for `visitor`; the current byte is `{`. `fields` are the field names
+    /// of the struct read, if it is one.
+    #[inline]
+    pub(super) fn object<V: Visitor<'de>>(
+        &mut self,
+        fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value> {
+        self.enter()?;
+        self.pos += 1;
+        let value = visitor.visit_map(Map {
+            parser: &mut *self,
+            first: true,
+            fields,
+            next_field: 0,
+        })?;
+        self.leave();
+        self.expect(b'}')?;
+        Ok(value)
+    }
+}
+
 /// The elements of an array, with `serde_json`'s checks: a comma between elements, none
 /// before the first or the closing bracket.
 pub(super) struct Seq<'a, 'de> {

@@ -1,9 +1,6 @@
 //! The bytes of a document: whitespace, literals, strings, nesting, and skipping a
 //! value.
 
-use serde::de::Visitor;
-
-use super::deserializer::{Map, Seq};
 use super::{Fallback, Result};
 
 /// Bytes that end the plain run of a string: the quote, the backslash, and the control
@@ -197,41 +194,6 @@ impl<'de> Parser<'de> {
     #[inline]
     pub(super) fn leave(&mut self) {
         self.remaining_depth = self.remaining_depth.saturating_add(1);
-    }
-
-    /// An array for `visitor`; the current byte is `[`.
-    #[inline]
-    pub(super) fn array<V: Visitor<'de>>(&mut self, visitor: V) -> Result<V::Value> {
-        self.enter()?;
-        self.pos += 1;
-        let value = visitor.visit_seq(Seq {
-            parser: &mut *self,
-            first: true,
-        })?;
-        self.leave();
-        self.expect(b']')?;
-        Ok(value)
-    }
-
-    /// An object for `visitor`; the current byte is `{`. `fields` are the field names
-    /// of the struct read, if it is one.
-    #[inline]
-    pub(super) fn object<V: Visitor<'de>>(
-        &mut self,
-        fields: &'static [&'static str],
-        visitor: V,
-    ) -> Result<V::Value> {
-        self.enter()?;
-        self.pos += 1;
-        let value = visitor.visit_map(Map {
-            parser: &mut *self,
-            first: true,
-            fields,
-            next_field: 0,
-        })?;
-        self.leave();
-        self.expect(b'}')?;
-        Ok(value)
     }
 
     /// Skips one value, as `deserialize_ignored_any` does.

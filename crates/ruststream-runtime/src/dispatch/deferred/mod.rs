@@ -244,16 +244,6 @@ impl Deferred {
         self.pending.load(Ordering::Acquire)
     }
 
-    /// What waits for `subscription`'s deliveries: retry copies and held deliveries.
-    pub(crate) fn pending_for(&self, subscription: &Address) -> usize {
-        self.by_subscription
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .find(|(a, _)| a == subscription)
-            .map_or(0, |(_, n)| *n)
-    }
-
     /// Whether the delayed copies are at their bound: take no more deliveries.
     #[inline]
     pub(crate) fn is_full(&self) -> bool {
@@ -316,4 +306,16 @@ fn message_id(message: &Message) -> String {
         .get_str(MESSAGE_ID)
         .unwrap_or("-")
         .to_owned()
+}
+
+impl crate::layer::Waiting for Deferred {
+    /// What waits for `subscription`'s deliveries: retry copies and held deliveries.
+    fn pending_for(&self, subscription: &Address) -> usize {
+        self.by_subscription
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .find(|(a, _)| a == subscription)
+            .map_or(0, |(_, n)| *n)
+    }
 }

@@ -24,11 +24,12 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::task::{Context, Poll, ready};
 
-use ruststream_core::{Delivery, DeliveryStream};
+use ruststream_core::{BoxFuture, ConsumeError, Delivery, DeliveryStream};
 use tokio::sync::futures::OwnedNotified;
 
 use self::settle::{AfterHandler, end, poll_trailing, settle, uncount};
 use self::waits::{Paused, arm, expired, paused};
+use super::Runtime;
 use super::worker::{Process, Worker, panic_message};
 use crate::handler::Handler;
 use crate::layer::Visits;
@@ -91,8 +92,7 @@ pin_project_lite::pin_project! {
 /// thread.
 const BUDGET: u8 = 128;
 
-/// How many bare settlements may be under way behind the loop (see the module docs).
-pub(crate) const TRAILING: usize = 64;
+pub(crate) use crate::mount::TRAILING;
 
 impl<H: Handler<M>, M: 'static> Sequential<H, M> {
     /// The loop over `deliveries`, with up to `trailing` bare settlements under way
@@ -308,5 +308,28 @@ fn within<T>(visits: &Visits, poll: &mut dyn FnMut() -> T) -> T {
     match polled {
         Some(polled) => polled,
         None => poll(),
+    }
+}
+
+/// How a mount's handler is run by the loops: this loop, for every concurrency.
+impl<H: Handler<M>, M: 'static> Process for Worker<H, M> {
+    fn runtime(&self) -> &Arc<Runtime> {
+        &self.runtime
+    }
+
+    fn drains(&self) -> bool {
+        self.mount.drains
+    }
+
+    fn report(&self, error: &ConsumeError) {
+        tracing::warn!(address = %self.mount.address, %error, "subscription reported an error");
+    }
+
+    fn sequential(
+        self: Arc<Self>,
+        deliveries: DeliveryStream,
+        trailing: usize,
+    ) -> BoxFuture<'static, ()> {
+        Box::pin(Sequential::new(self, deliveries, trailing))
     }
 }
