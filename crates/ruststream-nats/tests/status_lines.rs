@@ -179,7 +179,11 @@ async fn a_service_goes_on_past_a_stored_status_line() {
             assert_eq!(seen, [(1, 1), (2, 1), (3, 1), (4, 1)], "{code}: handled");
         } else {
             // Stored as an ordinary message: the handler has it too.
-            assert_eq!(seen, [(99, 1), (1, 1), (2, 1), (3, 1), (4, 1)], "{code}: handled");
+            assert_eq!(
+                seen,
+                [(99, 1), (1, 1), (2, 1), (3, 1), (4, 1)],
+                "{code}: handled"
+            );
         }
         let consumer = format!("ruststream-{}", subject.replace('.', "_"));
         let js = jetstream::new(support::client().await);
@@ -200,7 +204,11 @@ async fn a_service_goes_on_past_a_stored_status_line() {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         let logged = lines.line_with(&["status line", &subject.replace('.', "_"), "seq=1"]);
-        assert_eq!(logged.is_some(), kept, "{code}: logged with its stream sequence");
+        assert_eq!(
+            logged.is_some(),
+            kept,
+            "{code}: logged with its stream sequence"
+        );
         assert_eq!(stored(&dead).await, 0, "{code}: dropped, not dead-lettered");
         assert!(
             tokio::time::timeout(Duration::from_secs(1), rx.recv())

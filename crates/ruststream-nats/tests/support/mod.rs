@@ -175,8 +175,7 @@ pub async fn keeps_status_lines() -> bool {
         .await
         .expect("STREAM.MSG.GET");
     let _ = js.delete_stream(&name).await;
-    let answer: serde_json::Value =
-        serde_json::from_slice(&answer.payload).expect("a JSON answer");
+    let answer: serde_json::Value = serde_json::from_slice(&answer.payload).expect("a JSON answer");
     answer["message"]["hdrs"]
         .as_str()
         .is_some_and(|hdrs| !hdrs.is_empty())
