@@ -148,22 +148,23 @@ async fn claim(
     .fetch_all(&mut *tx)
     .await?;
     let mut rows: Vec<Claimed> = heads.into_iter().map(Claimed::from).collect();
-    let mut keys: Vec<&str> = rows.iter().filter_map(|r| r.key.as_deref()).collect();
-    keys.sort_unstable();
-    keys.dedup();
+    let (keys, firsts): (Vec<&str>, Vec<i64>) = rows
+        .iter()
+        .filter_map(|r| r.key.as_deref().map(|key| (key, r.id)))
+        .unzip();
     let room = batch.saturating_sub(rows.len());
     if keys.is_empty() || room == 0 {
         return Ok(rows);
     }
-    let heads: Vec<i64> = rows.iter().map(|r| r.id).collect();
     let followers: Vec<Columns> = sqlx::query_as(&format!(
-        "SELECT {COLUMNS} FROM {table}
-         WHERE key = ANY($1) AND id <> ALL($2)
+        "SELECT {COLUMNS} FROM {table} o
+         JOIN unnest($1::text[], $2::bigint[]) AS first (first_key, first_id)
+           ON key = first_key AND id > first_id
          ORDER BY id LIMIT $3
-         FOR UPDATE"
+         FOR UPDATE OF o"
     ))
     .bind(keys)
-    .bind(heads)
+    .bind(firsts)
     .bind(i64::try_from(room).unwrap_or(i64::MAX))
     .fetch_all(&mut *tx)
     .await?;
