@@ -237,3 +237,41 @@ async fn a_clean_stop_finishes_the_batch_in_hand() {
     assert_eq!(memory.ready("slow"), 10);
     assert_eq!(outbox.depth(db.pool()).await.expect("depth").rows, 10);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_outlives_its_connections_being_terminated() {
+    let (db, outbox, _drop) = outbox("ob_cut").await;
+    // The relay's connections carry the schema as their name, so they can be found and cut.
+    let relay_db = support::broker(
+        outbox.schema(),
+        &format!("&application_name={}", outbox.schema()),
+    )
+    .await;
+    let memory = MemoryBroker::new();
+    let relay = outbox
+        .relay(relay_db.pool().clone())
+        .poll(Duration::from_secs(60))
+        .spawn(memory.publisher());
+    outbox.publish(db.pool(), "cut", &1).await.expect("written");
+    let first = support::eventually(Duration::from_secs(5), || memory.ready("cut") == 1);
+    assert!(first.await, "relayed before the cut");
+
+    let cut: Vec<bool> = sqlx::query_scalar(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
+    )
+    .bind(outbox.schema())
+    .fetch_all(db.pool())
+    .await
+    .expect("terminated");
+    assert!(
+        cut.len() >= 2,
+        "the pool's and the listener's connections: {cut:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    outbox.publish(db.pool(), "cut", &2).await.expect("written");
+    let second = support::eventually(Duration::from_secs(5), || memory.ready("cut") == 2);
+    assert!(second.await, "woken after the cut, well before its poll");
+    relay.stop().await;
+    relay_db.close().await;
+}
