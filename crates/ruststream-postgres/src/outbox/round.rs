@@ -226,13 +226,16 @@ async fn publish(
             .saturating_add(1);
         let failed = Failed {
             id: claimed.id,
-            error,
+            error: for_text(&error),
             retry_in: retry_delay(settings, attempt),
         };
         return (published, Some(failed));
     }
     (published, None)
 }
+
+/// The longest wait a failed row gets, whatever the settings (a timestamp stays in range).
+const LONGEST_RETRY: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// The jittered delay before a row's next try after its `attempt`-th failure.
 fn retry_delay(settings: &Settings, attempt: u32) -> Duration {
@@ -241,5 +244,30 @@ fn retry_delay(settings: &Settings, attempt: u32) -> Duration {
     for _ in 1..attempt.min(32) {
         delay = backoff.next_delay();
     }
-    delay
+    delay.min(LONGEST_RETRY)
+}
+
+/// A broker's error as `last_error` can keep it: no NUL (which `text` refuses, failing
+/// the round), at most 1,000 characters.
+fn for_text(error: &str) -> String {
+    error.replace('\0', "?").chars().take(1_000).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_and_delays_fit_their_columns() {
+        assert_eq!(for_text("bad\0byte"), "bad?byte");
+        assert_eq!(for_text(&"x".repeat(5_000)).len(), 1_000);
+        let settings = Settings {
+            batch: 1,
+            poll: Duration::from_secs(1),
+            retry_min: Duration::MAX,
+            retry_max: Duration::MAX,
+            publish_timeout: Duration::from_secs(1),
+        };
+        assert_eq!(retry_delay(&settings, u32::MAX), LONGEST_RETRY);
+    }
 }
