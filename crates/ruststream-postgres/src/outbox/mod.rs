@@ -9,8 +9,9 @@
 //! the rows for the next claim, so they are published again (a duplicate, never a loss).
 //!
 //! The relay is a plain future ([`Relay::run`]) or a task ([`Relay::spawn`]) beside the
-//! service: the runtime has no hook for background tasks, so stop the relay before the
-//! service's broker closes. Its depth and age are [`Outbox::depth`].
+//! service: the runtime has no hook that runs a task and waits for it at the stop (its
+//! `on_start` and `on_stop` are synchronous), so stop the relay before the service's
+//! broker closes. Its depth and age are [`Outbox::depth`].
 //!
 //! ```no_run
 //! use ruststream::App;

@@ -70,7 +70,7 @@ impl Relay {
     }
 
     /// The back-off of a row whose publish failed: from `min`, doubling up to `max`, with
-    /// jitter (default 100 ms to 30 s).
+    /// jitter (default 100 ms to 30 s; never more than a week).
     pub fn retry(mut self, min: Duration, max: Duration) -> Self {
         self.settings.retry_min = min;
         self.settings.retry_max = max.max(min);
