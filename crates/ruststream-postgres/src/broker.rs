@@ -104,6 +104,11 @@ impl PostgresBroker {
     pub fn schema(&self) -> &str {
         &self.inner.names.schema
     }
+
+    /// The outbox of the broker's schema (its table migrated at connect).
+    pub fn outbox(&self) -> crate::Outbox {
+        crate::Outbox::from_names(self.inner.names.clone())
+    }
 }
 
 impl Broker for PostgresBroker {

@@ -18,6 +18,10 @@
 //! * **A consumer that dies** leaves its rows leased; once the lease runs out another
 //!   consumer claims them (attempt + 1).
 //!
+//! * **The outbox** ([`Outbox`]): messages written in the caller's own transaction, and
+//!   a [`Relay`] that publishes them to any broker afterwards (a crash duplicates, never
+//!   loses; per-key order kept). See [`outbox`].
+//!
 //! Settings, in the URL's query (all mounts) or a mount's settings: `lease` (30s),
 //! `batch` (the mount's in-flight count), `poll` (5s); URL only: `schema` (`ruststream`),
 //! `max_connections` (10). The client's own keys (`application_name`, `options`, …) stay
@@ -41,6 +45,7 @@ mod consumer;
 mod error;
 mod inspect;
 mod lease;
+pub mod outbox;
 mod pending;
 mod publisher;
 mod row;
@@ -51,4 +56,12 @@ mod wake;
 pub use broker::{CAPABILITIES, PostgresBroker};
 pub use connector::PostgresConnector;
 pub use error::ConnectError;
+pub use outbox::{Outbox, OutboxError, Relay};
 pub use schema::VERSION;
+/// The sqlx this adapter is built on, for the transactions the [`Outbox`] writes in.
+pub use sqlx;
+
+/// The PostgreSQL guide's examples (`docs/postgres.md`), compiled as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/postgres.md")]
+pub struct PostgresGuide;

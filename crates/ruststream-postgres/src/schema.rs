@@ -7,8 +7,10 @@ use sqlx::PgPool;
 use crate::ConnectError;
 
 /// Each version's statements, in order; `{schema}` is the adapter's schema.
-const MIGRATIONS: &[&[&str]] = &[&[
-    "CREATE TABLE IF NOT EXISTS {schema}.ruststream_messages (
+const MIGRATIONS: &[&[&str]] = &[
+    // 1: the queues.
+    &[
+        "CREATE TABLE IF NOT EXISTS {schema}.ruststream_messages (
         id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
         queue text NOT NULL,
         payload bytea NOT NULL,
@@ -19,9 +21,27 @@ const MIGRATIONS: &[&[&str]] = &[&[
         visible_at timestamptz NOT NULL DEFAULT now(),
         created_at timestamptz NOT NULL DEFAULT now()
     )",
-    "CREATE INDEX IF NOT EXISTS ruststream_messages_ready
+        "CREATE INDEX IF NOT EXISTS ruststream_messages_ready
         ON {schema}.ruststream_messages (queue, visible_at, id)",
-]];
+    ],
+    // 2: the transactional outbox (`crate::outbox`).
+    &[
+        "CREATE TABLE IF NOT EXISTS {schema}.ruststream_outbox (
+            id bigserial PRIMARY KEY,
+            key text,
+            destination text NOT NULL,
+            payload bytea NOT NULL,
+            header_names text[] NOT NULL,
+            header_values bytea[] NOT NULL,
+            created_at timestamptz NOT NULL DEFAULT now(),
+            attempts integer NOT NULL DEFAULT 0,
+            last_error text,
+            retry_at timestamptz NOT NULL DEFAULT now()
+        )",
+        "CREATE INDEX IF NOT EXISTS ruststream_outbox_key
+            ON {schema}.ruststream_outbox (key, id) WHERE key IS NOT NULL",
+    ],
+];
 
 /// The schema version this build of the adapter writes.
 pub const VERSION: i32 = MIGRATIONS.len() as i32;
@@ -35,6 +55,10 @@ pub(crate) struct Names {
     pub(crate) messages: String,
     /// The channel publishes notify.
     pub(crate) channel: String,
+    /// `schema.ruststream_outbox`.
+    pub(crate) outbox: String,
+    /// The channel outbox inserts notify.
+    pub(crate) outbox_channel: String,
 }
 
 impl Names {
@@ -44,6 +68,8 @@ impl Names {
             schema: schema.to_owned(),
             messages: format!("{schema}.ruststream_messages"),
             channel: format!("{schema}_ruststream"),
+            outbox: format!("{schema}.ruststream_outbox"),
+            outbox_channel: format!("{schema}_rs_outbox"),
         }
     }
 }

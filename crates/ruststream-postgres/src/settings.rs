@@ -131,17 +131,24 @@ fn claim_one(claim: &mut Claim, setting: &Setting) -> Result<(), SubscribeError>
 /// 48 characters (it also names the notification channel).
 fn schema(setting: &Setting) -> Result<String, SubscribeError> {
     let name = setting.value.as_str();
-    let fits = !name.is_empty()
+    if schema_fits(name) {
+        Ok(name.to_owned())
+    } else {
+        Err(setting.invalid(SCHEMA_RULE))
+    }
+}
+
+/// What a schema name must be, for errors.
+pub(crate) const SCHEMA_RULE: &str = "expected lower-case letters, digits and _ (at most 48)";
+
+/// Whether `name` may name the adapter's schema (see [`schema`]).
+pub(crate) fn schema_fits(name: &str) -> bool {
+    !name.is_empty()
         && name.len() <= 48
         && !name.starts_with(|c: char| c.is_ascii_digit())
         && name
             .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
-    if fits {
-        Ok(name.to_owned())
-    } else {
-        Err(setting.invalid("expected lower-case letters, digits and _ (at most 48)"))
-    }
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
 }
 
 #[cfg(test)]

@@ -100,3 +100,26 @@ pub fn seal(schema: &str) {
         ],
     );
 }
+
+pub mod recording;
+
+/// Waits up to `limit` for `done`, checking every 20 ms.
+pub async fn eventually(limit: std::time::Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = tokio::time::Instant::now() + limit;
+    while tokio::time::Instant::now() < deadline {
+        if done() {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    done()
+}
+
+/// Drops its schema when the test ends, passed or failed.
+pub struct Dropped(pub String);
+
+impl Drop for Dropped {
+    fn drop(&mut self) {
+        drop_schema(&self.0);
+    }
+}
