@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use ruststream_core::{AckError, Acker, Message, Settlement, Settling, Tag};
 
-use crate::broker::Inner;
+use crate::inner::Inner;
 use crate::lease::Held;
 
 /// Settles the rows of one subscription, each known by its id and the attempt it was

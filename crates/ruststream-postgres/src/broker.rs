@@ -15,11 +15,12 @@ use tokio::sync::{mpsc, watch};
 
 use crate::ConnectError;
 use crate::consumer::Consumer;
+use crate::inner::Inner;
 use crate::lease::Held;
 use crate::pending::Pending;
 use crate::publisher::Publisher;
 use crate::schema::{self, Names};
-use crate::settings::{self, Claim};
+use crate::settings;
 use crate::wake::{self, Wake};
 
 /// What every subscription declares: the row is settled, given back (now or at any
@@ -32,17 +33,6 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     max_delay: None,
     dead_letters: false,
 };
-
-/// What the broker's parts share.
-pub(crate) struct Inner {
-    pub(crate) pool: PgPool,
-    pub(crate) names: Names,
-    pub(crate) claim: Claim,
-    pub(crate) wake: Arc<Wake>,
-    pub(crate) closed: watch::Sender<bool>,
-    /// Give-backs on their way, which `close` waits for.
-    pub(crate) pending: Pending,
-}
 
 /// PostgreSQL as a broker: queues are rows of one table in the adapter's schema.
 #[derive(Clone)]

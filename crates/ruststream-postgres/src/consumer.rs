@@ -11,7 +11,7 @@ use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
 
 use crate::acker::{RowAcker, tag};
-use crate::broker::Inner;
+use crate::inner::Inner;
 use crate::lease::Held;
 use crate::row;
 use crate::settings::Claim;

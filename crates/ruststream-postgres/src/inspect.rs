@@ -3,7 +3,7 @@
 use ruststream_core::{Address, BoxFuture, Inspect, InspectError, Waiting};
 use sqlx::Row;
 
-use crate::broker::Inner;
+use crate::inner::Inner;
 use crate::row;
 
 /// Ids are the rows' ids; browsing reads without claiming, so it counts no attempt.

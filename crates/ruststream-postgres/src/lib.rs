@@ -43,6 +43,7 @@ mod broker;
 mod connector;
 mod consumer;
 mod error;
+mod inner;
 mod inspect;
 mod lease;
 pub mod outbox;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use ruststream_core::{Address, BoxFuture, Message, Publish, PublishError, PublishErrorKind};
 
-use crate::broker::Inner;
+use crate::inner::Inner;
 use crate::row;
 
 /// Publishes into the broker's table; a retry copy or a dead letter is a row like any.
