@@ -5,7 +5,9 @@
 # keeping everything in memory. How it differs from Kafka: docs/kafka.md.
 # Idempotent: installs once, starts if not answering.
 #
-# Usage: scripts/kafka.sh [start|stop|status|restart|url]
+# Usage: scripts/kafka.sh [start|stop|status|restart|url|install]
+#   install: only build the broker if it is missing (.ci/run starts this first, in the
+#            background, so that the build overlaps the workspace's).
 #
 # Install: when ${RUSTSTREAM_CACHE:-/var/cache/ruststream}/nisshi-0.8.1/bin/nisshi is
 # missing, `cargo install --locked nisshi@0.8.1` builds it there, with a target
@@ -82,5 +84,6 @@ case "${1:-start}" in
   restart) stop; start ;;
   status) answering ;;
   url) echo "kafka://$HOST:$PORT" ;;
-  *) die "usage: $0 [start|stop|status|restart|url]" ;;
+  install) install ;;
+  *) die "usage: $0 [start|stop|status|restart|url|install]" ;;
 esac
