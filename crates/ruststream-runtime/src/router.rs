@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use ruststream_core::{BoxFuture, Subscription};
 
-use crate::dispatch::{Runtime, Worker, loops};
+use crate::dispatch::{NoLayers, Runtime, Worker, loops};
 use crate::extract::{AppContext, ExtractError};
 use crate::handler::Handler;
 use crate::layer::{Layered, Stack, Subscribed};
@@ -147,7 +147,7 @@ impl<H: Handler<M>, M: 'static> Endpoint for Route<H, M> {
                 mount,
                 subscription.capabilities,
                 runtime,
-                None,
+                NoLayers,
             );
             return loops(worker, subscription.deliveries, concurrency);
         }
@@ -168,13 +168,7 @@ impl<H: Handler<M>, M: 'static> Endpoint for Route<H, M> {
                 .collect(),
         ));
         let handler = Layered::new(self.handler, stack.clone());
-        let worker = Worker::new(
-            handler,
-            mount,
-            subscription.capabilities,
-            runtime,
-            Some(stack),
-        );
+        let worker = Worker::new(handler, mount, subscription.capabilities, runtime, stack);
         loops(worker, subscription.deliveries, concurrency)
     }
 }

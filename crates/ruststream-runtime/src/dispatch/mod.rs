@@ -25,7 +25,7 @@ pub(crate) use sequential::TRAILING;
 pub(crate) use shutdown::Shutdown;
 #[cfg(feature = "prometheus")]
 pub(crate) use worker::broker_dead_letters;
-pub(crate) use worker::{Process, Worker};
+pub(crate) use worker::{NoLayers, Process, Worker};
 
 pub(crate) type AfterSettle = Arc<dyn Fn(&Settled) + Send + Sync>;
 

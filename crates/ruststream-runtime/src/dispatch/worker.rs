@@ -22,15 +22,40 @@ use crate::policy::Policy;
 use crate::settled::{Cause, SettleError, Settled};
 
 /// One mount's handler with what it needs to settle.
-pub(crate) struct Worker<H, M> {
+pub(crate) struct Worker<H, M, L> {
     handler: H,
     /// The mount's middleware, which its handler (a [`Layered`](crate::layer::Layered))
-    /// runs inside; `None` for a mount without layers.
-    stack: Option<Arc<Stack>>,
+    /// runs inside; [`NoLayers`] for a mount without layers, known when the loop is
+    /// compiled (nothing is looked at then).
+    stack: L,
     pub(super) mount: Mount,
     capabilities: Capabilities,
     pub(super) runtime: Arc<Runtime>,
     marker: PhantomData<fn() -> M>,
+}
+
+/// A mount's middleware as the loop sees it: none ([`NoLayers`], for a mount without
+/// layers) or the mount's [`Stack`].
+pub(crate) trait Layers: Send + Sync + 'static {
+    /// The middleware, if any.
+    fn stack(&self) -> Option<&Stack>;
+}
+
+/// No middleware.
+pub(crate) struct NoLayers;
+
+impl Layers for NoLayers {
+    #[inline(always)]
+    fn stack(&self) -> Option<&Stack> {
+        None
+    }
+}
+
+impl Layers for Arc<Stack> {
+    #[inline(always)]
+    fn stack(&self) -> Option<&Stack> {
+        Some(self)
+    }
 }
 
 /// A mount's handler, type-erased for the loops: what they need to run it.
@@ -55,13 +80,13 @@ pub(crate) trait Process: Send + Sync + 'static {
     ) -> BoxFuture<'static, ()>;
 }
 
-impl<H: Handler<M>, M: 'static> Worker<H, M> {
+impl<H: Handler<M>, M: 'static, L: Layers> Worker<H, M, L> {
     pub(crate) fn new(
         handler: H,
         mount: Mount,
         capabilities: Capabilities,
         runtime: Arc<Runtime>,
-        stack: Option<Arc<Stack>>,
+        stack: L,
     ) -> Self {
         Self {
             handler,
@@ -84,7 +109,7 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
         delivery: &Delivery,
         visits: &mut Visits,
     ) -> Result<H::Future, Option<(Outcome, Cause)>> {
-        if let Some(stack) = self.stack.as_deref() {
+        if let Some(stack) = self.stack.stack() {
             // Taken with the settlement before: empty (unless a `fail_fast` left some).
             visits.0.clear();
             stack.visit(delivery, visits);
@@ -152,7 +177,7 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
         for hook in &self.runtime.after_settle {
             hook(&settled);
         }
-        if let Some(stack) = self.stack.as_deref() {
+        if let Some(stack) = self.stack.stack() {
             stack.settled(&settled);
         }
         after.map(|after| after(&settled))
@@ -241,7 +266,7 @@ pub(super) fn bare(outcome: &Outcome, plan: &Plan) -> Option<Settlement> {
     }
 }
 
-impl<H: Handler<M>, M: 'static> Worker<H, M> {
+impl<H: Handler<M>, M: 'static, L: Layers> Worker<H, M, L> {
     /// What the decision decides for `delivery` (of which it read `facts`) and `outcome`.
     ///
     /// Logs it: at debug for every delivery; at warn where a failure policy decided (a
@@ -377,13 +402,13 @@ impl<H: Handler<M>, M: 'static> Worker<H, M> {
     /// middleware.
     #[inline(always)]
     pub(super) fn followed(&self, visits: &Visits) -> bool {
-        self.stack.as_deref().is_some() && !visits.is_empty()
+        self.stack.stack().is_some() && !visits.is_empty()
     }
 
     /// Whether someone learns of each settlement: the service's hooks, or middleware.
     #[inline(always)]
     pub(super) fn watched(&self) -> bool {
-        !self.runtime.after_settle.is_empty() || self.stack.as_deref().is_some()
+        !self.runtime.after_settle.is_empty() || self.stack.stack().is_some()
     }
 
     pub(super) fn capabilities(&self) -> Capabilities {

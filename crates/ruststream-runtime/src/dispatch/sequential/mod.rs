@@ -30,7 +30,7 @@ use tokio::sync::futures::OwnedNotified;
 use self::settle::{AfterHandler, end, poll_trailing, settle, uncount};
 use self::waits::{Paused, arm, expired, paused};
 use super::Runtime;
-use super::worker::{Process, Worker, panic_message};
+use super::worker::{Layers, Process, Worker, panic_message};
 use crate::handler::Handler;
 use crate::layer::Visits;
 use crate::outcome::Outcome;
@@ -39,12 +39,13 @@ use crate::settled::Cause;
 pin_project_lite::pin_project! {
     /// The loop's future; it ends when the stream does, the service stops, or a
     /// `fail_fast` policy stops it.
-    pub(super) struct Sequential<H, M>
+    pub(super) struct Sequential<H, M, L>
     where
         H: Handler<M>,
         M: 'static,
+        L: Layers,
     {
-        worker: Arc<Worker<H, M>>,
+        worker: Arc<Worker<H, M, L>>,
         deliveries: DeliveryStream,
         // Armed once the stream has nothing ready: wakes the loop when the service stops.
         #[pin]
@@ -71,10 +72,11 @@ pin_project_lite::pin_project! {
         ending: bool,
     }
 
-    impl<H, M> PinnedDrop for Sequential<H, M>
+    impl<H, M, L> PinnedDrop for Sequential<H, M, L>
     where
         H: Handler<M>,
         M: 'static,
+        L: Layers,
     {
         fn drop(this: Pin<&mut Self>) {
             let this = this.project();
@@ -94,11 +96,11 @@ const BUDGET: u8 = 128;
 
 pub(crate) use crate::mount::TRAILING;
 
-impl<H: Handler<M>, M: 'static> Sequential<H, M> {
+impl<H: Handler<M>, M: 'static, L: Layers> Sequential<H, M, L> {
     /// The loop over `deliveries`, with up to `trailing` bare settlements under way
     /// behind it.
     pub(super) fn new(
-        worker: Arc<Worker<H, M>>,
+        worker: Arc<Worker<H, M, L>>,
         deliveries: DeliveryStream,
         trailing: usize,
     ) -> Self {
@@ -121,7 +123,7 @@ impl<H: Handler<M>, M: 'static> Sequential<H, M> {
     }
 }
 
-impl<H: Handler<M>, M: 'static> Future for Sequential<H, M> {
+impl<H: Handler<M>, M: 'static, L: Layers> Future for Sequential<H, M, L> {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
@@ -275,9 +277,9 @@ impl<H: Handler<M>, M: 'static> Future for Sequential<H, M> {
 /// where middleware follow it); once it is over, what to do: its outcome, or the panic
 /// policy's decision (`None`: stop).
 #[inline(always)]
-fn run<H: Handler<M>, M: 'static>(
+fn run<H: Handler<M>, M: 'static, L: Layers>(
     mut running: Pin<&mut Option<H::Future>>,
-    worker: &Worker<H, M>,
+    worker: &Worker<H, M, L>,
     delivery: Option<&Delivery>,
     visits: &Visits,
     cx: &mut Context<'_>,
@@ -312,7 +314,7 @@ fn within<T>(visits: &Visits, poll: &mut dyn FnMut() -> T) -> T {
 }
 
 /// How a mount's handler is run by the loops: this loop, for every concurrency.
-impl<H: Handler<M>, M: 'static> Process for Worker<H, M> {
+impl<H: Handler<M>, M: 'static, L: Layers> Process for Worker<H, M, L> {
     fn runtime(&self) -> &Arc<Runtime> {
         &self.runtime
     }

@@ -14,7 +14,7 @@ use ruststream_core::{
 
 use super::super::dead_letter::Why;
 use super::super::execute::{Execution, execute};
-use super::super::worker::{Process, Worker, bare};
+use super::super::worker::{Layers, Process, Worker, bare};
 use crate::handler::Handler;
 use crate::layer::Visits;
 use crate::outcome::{After, Outcome};
@@ -73,8 +73,8 @@ impl Report {
 
 /// Polls the settlements under way behind the loop, and lets go of those that are over.
 #[inline]
-pub(super) fn poll_trailing<H: Handler<M>, M: 'static>(
-    worker: &Worker<H, M>,
+pub(super) fn poll_trailing<H: Handler<M>, M: 'static, L: Layers>(
+    worker: &Worker<H, M, L>,
     trailing: &mut Vec<Trailing>,
     cx: &mut Context<'_>,
 ) {
@@ -97,8 +97,8 @@ pub(super) fn poll_trailing<H: Handler<M>, M: 'static>(
 
 /// A bare settlement is over: its failure logged, the hooks told.
 #[inline]
-fn over<H: Handler<M>, M: 'static>(
-    worker: &Worker<H, M>,
+fn over<H: Handler<M>, M: 'static, L: Layers>(
+    worker: &Worker<H, M, L>,
     result: Result<(), AckError>,
     report: Option<Report>,
 ) {
@@ -126,7 +126,10 @@ pub(super) fn end(next: &AfterHandler) -> Poll<()> {
 
 /// The in-flight gauge no longer counts this loop's delivery.
 #[inline]
-pub(super) fn uncount<H: Handler<M>, M: 'static>(worker: &Worker<H, M>, counted: &mut bool) {
+pub(super) fn uncount<H: Handler<M>, M: 'static, L: Layers>(
+    worker: &Worker<H, M, L>,
+    counted: &mut bool,
+) {
     if std::mem::take(counted) {
         worker.runtime().in_flight.fetch_sub(1, Ordering::AcqRel);
     }
@@ -137,9 +140,9 @@ pub(super) fn uncount<H: Handler<M>, M: 'static>(worker: &Worker<H, M>, counted:
 ///
 /// A bare settlement that the adapter does at once is over before this returns.
 #[inline(always)]
-pub(super) fn settle<H: Handler<M>, M: 'static>(
-    worker: &Worker<H, M>,
-    shared: &Arc<Worker<H, M>>,
+pub(super) fn settle<H: Handler<M>, M: 'static, L: Layers>(
+    worker: &Worker<H, M, L>,
+    shared: &Arc<Worker<H, M, L>>,
     delivery: Delivery,
     decided: Option<(Outcome, Cause)>,
     visits: &mut Visits,
@@ -209,8 +212,8 @@ pub(super) fn settle<H: Handler<M>, M: 'static>(
 
 /// [`settle`] for a bare settlement the service's hooks are told of once it is over.
 #[inline(never)]
-fn settle_told<H: Handler<M>, M: 'static>(
-    worker: &Worker<H, M>,
+fn settle_told<H: Handler<M>, M: 'static, L: Layers>(
+    worker: &Worker<H, M, L>,
     delivery: Delivery,
     settlement: Settlement,
     report: Report,
@@ -241,8 +244,8 @@ fn settle_told<H: Handler<M>, M: 'static>(
 
 /// [`settle`] for everything but a bare settlement: a reply, a copy, an `and_after`.
 #[inline(never)]
-fn settle_slow<H: Handler<M>, M: 'static>(
-    worker: &Arc<Worker<H, M>>,
+fn settle_slow<H: Handler<M>, M: 'static, L: Layers>(
+    worker: &Arc<Worker<H, M, L>>,
     delivery: Delivery,
     (outcome, cause): (Outcome, Cause),
     facts: Facts,

@@ -8,7 +8,7 @@ use std::task::Context;
 use ruststream_core::Delivery;
 use tokio::sync::futures::OwnedNotified;
 
-use super::super::worker::{Process, Worker};
+use super::super::worker::{Layers, Process, Worker};
 use crate::handler::Handler;
 use crate::outcome::Outcome;
 use crate::settled::Cause;
@@ -26,10 +26,10 @@ pub(super) enum Paused {
 /// Waits for room among the delayed copies, or for the service to stop.
 #[cold]
 #[inline(never)]
-pub(super) fn paused<H: Handler<M>, M: 'static>(
+pub(super) fn paused<H: Handler<M>, M: 'static, L: Layers>(
     mut room: Pin<&mut Option<OwnedNotified>>,
     mut stop: Pin<&mut Option<OwnedNotified>>,
-    worker: &Worker<H, M>,
+    worker: &Worker<H, M, L>,
     cx: &mut Context<'_>,
 ) -> Paused {
     let runtime = worker.runtime();
@@ -66,10 +66,10 @@ pub(super) fn paused<H: Handler<M>, M: 'static>(
 /// dropped) and the timeout policy decides.
 #[cold]
 #[inline(never)]
-pub(super) fn expired<H: Handler<M>, M: 'static>(
+pub(super) fn expired<H: Handler<M>, M: 'static, L: Layers>(
     mut deadline: Pin<&mut Option<tokio::time::Sleep>>,
     mut running: Pin<&mut Option<H::Future>>,
-    worker: &Worker<H, M>,
+    worker: &Worker<H, M, L>,
     delivery: Option<&Delivery>,
     cx: &mut Context<'_>,
 ) -> Option<Option<(Outcome, Cause)>> {
