@@ -20,13 +20,9 @@ use crate::commit::commit;
 use crate::context::{Context, KafkaConsumer};
 use crate::error::ConnectError;
 use crate::group::Group;
-use crate::publisher::KafkaPublisher;
+use crate::publisher::{KafkaPublisher, MAX_MESSAGE};
 use crate::reader::Reader;
 use crate::settings;
-
-/// The largest record the producer sends (librdkafka's `message.max.bytes`, as Kafka's
-/// default).
-pub const MAX_MESSAGE: usize = 1_000_000;
 
 /// How long librdkafka tries to deliver a record before the publish fails.
 const DELIVERY_TIMEOUT: Duration = Duration::from_secs(30);

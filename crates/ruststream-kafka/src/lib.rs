@@ -60,7 +60,8 @@ mod publisher;
 mod reader;
 mod settings;
 
-pub use broker::{KafkaBroker, MAX_MESSAGE, default_url};
+pub use broker::{KafkaBroker, default_url};
 pub use connector::KafkaConnector;
 pub use error::ConnectError;
 pub use options::Group;
+pub use publisher::MAX_MESSAGE;

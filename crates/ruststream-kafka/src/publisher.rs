@@ -7,6 +7,10 @@ use ruststream_core::{Address, BoxFuture, Message, Publish, PublishError, Publis
 
 use crate::headers::to_kafka;
 
+/// The largest record the producer sends (librdkafka's `message.max.bytes`, as Kafka's
+/// default).
+pub const MAX_MESSAGE: usize = 1_000_000;
+
 /// Publishes to topics through the broker's one producer.
 #[derive(Clone)]
 pub(crate) struct KafkaPublisher {
@@ -45,7 +49,7 @@ fn kind(error: &KafkaError, size: usize) -> PublishErrorKind {
         Some(RDKafkaErrorCode::MessageSizeTooLarge | RDKafkaErrorCode::InvalidMessageSize) => {
             PublishErrorKind::TooLarge {
                 size,
-                limit: crate::broker::MAX_MESSAGE,
+                limit: MAX_MESSAGE,
             }
         }
         Some(RDKafkaErrorCode::UnknownTopicOrPartition | RDKafkaErrorCode::UnknownTopic) => {
