@@ -4,6 +4,7 @@
 
 use std::io;
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use crate::consume::dead_letter_of;
 use crate::form::Form;
@@ -103,6 +104,27 @@ pub(crate) fn rabbit_ctl(args: &[&str]) -> io::Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// RabbitMQ 4's `dead_letter_worker_publisher_confirm_timeout`, as the running broker
+/// reports it: how long its at-least-once dead-letter worker waits before it publishes
+/// again a copy whose move a restart cut.
+pub(crate) fn dead_letter_confirm_timeout() -> io::Result<Duration> {
+    let out = rabbit_ctl(&[
+        "eval",
+        "application:get_env(rabbit, dead_letter_worker_publisher_confirm_timeout).",
+    ])?;
+    confirm_timeout(&out).ok_or_else(|| {
+        io::Error::other(format!(
+            "rabbitmqctl eval: unexpected dead_letter_worker_publisher_confirm_timeout {out:?}"
+        ))
+    })
+}
+
+/// The milliseconds of `{ok,180000}`.
+fn confirm_timeout(out: &str) -> Option<Duration> {
+    let ms = out.trim().strip_prefix("{ok,")?.strip_suffix('}')?;
+    ms.trim().parse().ok().map(Duration::from_millis)
+}
+
 /// Messages (ready and unacknowledged) in the run's queue and its dead letter.
 pub(crate) fn amqp(address: &str) -> io::Result<u64> {
     let out = rabbit_ctl(&["-q", "list_queues", "name", "messages"])?;
@@ -130,5 +152,15 @@ mod tests {
     fn numbers_default_to_zero() {
         assert_eq!(number(" 12\n"), 12);
         assert_eq!(number(""), 0);
+    }
+
+    #[test]
+    fn confirm_timeouts_are_read_from_the_ok_tuple() {
+        assert_eq!(
+            confirm_timeout("{ok,180000}\n"),
+            Some(Duration::from_secs(180))
+        );
+        assert_eq!(confirm_timeout("undefined\n"), None);
+        assert_eq!(confirm_timeout("{ok,soon}"), None);
     }
 }

@@ -28,8 +28,10 @@ pub(crate) async fn run(mut plan: Plan) -> Result<Report, BoxError> {
         plan.rate = plan.rate.min((plan.n / 60).max(1));
         // A delayed copy whose move back the restart cut comes back when RabbitMQ's
         // at-least-once dead-letter worker publishes it again, after its confirm timeout
-        // (180 s by default): the drain waits that long before counting it lost.
-        plan.drain = plan.drain.max(Duration::from_secs(240));
+        // (read from the broker; 180 s by default): the drain waits that long and a
+        // minute more before counting it lost.
+        let timeout = crate::pending::dead_letter_confirm_timeout()?;
+        plan.drain = plan.drain.max(timeout + Duration::from_secs(60));
     }
     // Short enough for every broker's messages about it: RabbitMQ's refusal of a
     // declaration names the queue and its dead letter in at most 255 bytes, and lapin's
