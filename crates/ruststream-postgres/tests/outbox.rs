@@ -12,15 +12,9 @@ use std::time::Duration;
 
 use ruststream::memory::MemoryBroker;
 use ruststream_core::{Broker, CONTENT_TYPE, Publish};
-use ruststream_postgres::{Outbox, PostgresBroker};
 use support::recording::{self, Recording};
 
-async fn outbox(what: &str) -> (PostgresBroker, Outbox, support::Dropped) {
-    let schema = support::unique_schema(what);
-    let broker = support::broker(&schema, "").await;
-    let outbox = broker.outbox();
-    (broker, outbox, support::Dropped(schema))
-}
+use support::outbox;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolled_back_transaction_publishes_nothing() {
@@ -256,18 +250,7 @@ async fn a_relay_outlives_its_connections_being_terminated() {
     let first = support::eventually(Duration::from_secs(5), || memory.ready("cut") == 1);
     assert!(first.await, "relayed before the cut");
 
-    let cut: Vec<bool> = sqlx::query_scalar(
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
-    )
-    .bind(outbox.schema())
-    .fetch_all(db.pool())
-    .await
-    .expect("terminated");
-    assert!(
-        cut.len() >= 2,
-        "the pool's and the listener's connections: {cut:?}"
-    );
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    support::terminate_connections(db.pool(), outbox.schema()).await;
 
     outbox.publish(db.pool(), "cut", &2).await.expect("written");
     let second = support::eventually(Duration::from_secs(5), || memory.ready("cut") == 2);

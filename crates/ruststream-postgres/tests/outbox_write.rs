@@ -8,14 +8,9 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use ruststream_postgres::{Outbox, OutboxError, PostgresBroker};
+use ruststream_postgres::{Outbox, OutboxError};
 
-async fn outbox(what: &str) -> (PostgresBroker, Outbox, support::Dropped) {
-    let schema = support::unique_schema(what);
-    let broker = support::broker(&schema, "").await;
-    let outbox = broker.outbox();
-    (broker, outbox, support::Dropped(schema))
-}
+use support::outbox;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writers_of_one_key_commit_in_id_order() {

@@ -22,18 +22,7 @@ async fn a_consumer_outlives_its_connections_being_terminated() {
         .deliveries;
     tokio::time::sleep(Duration::from_millis(200)).await;
 
-    let cut: Vec<bool> = sqlx::query_scalar(
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
-    )
-    .bind(&schema)
-    .fetch_all(producer.pool())
-    .await
-    .expect("terminated");
-    assert!(
-        cut.len() >= 2,
-        "the pool's and the listener's connections: {cut:?}"
-    );
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    support::terminate_connections(producer.pool(), &schema).await;
 
     let sent = Instant::now();
     let message = Message::new("after the cut");

@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use ruststream_postgres::PostgresBroker;
+use ruststream_postgres::{Outbox, PostgresBroker};
 
 /// The server under test: `RUSTSTREAM_POSTGRES_URL`, else the local one.
 pub fn url() -> String {
@@ -122,4 +122,30 @@ impl Drop for Dropped {
     fn drop(&mut self) {
         drop_schema(&self.0);
     }
+}
+
+/// A broker in a fresh schema, its outbox, and the guard that drops the schema.
+pub async fn outbox(what: &str) -> (PostgresBroker, Outbox, Dropped) {
+    let schema = unique_schema(what);
+    let broker = broker(&schema, "").await;
+    let outbox = broker.outbox();
+    (broker, outbox, Dropped(schema))
+}
+
+/// Terminates, from the server's side, every connection named `name` (its
+/// `application_name`), as a failover or an operator would; asserts there were at least
+/// two (a pool's and a listener's), then waits 500 ms for the clients to notice.
+pub async fn terminate_connections(pool: &sqlx::PgPool, name: &str) {
+    let cut: Vec<bool> = sqlx::query_scalar(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
+    )
+    .bind(name)
+    .fetch_all(pool)
+    .await
+    .expect("terminated");
+    assert!(
+        cut.len() >= 2,
+        "the pool's and the listener's connections: {cut:?}"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
 }
