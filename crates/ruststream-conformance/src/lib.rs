@@ -37,6 +37,7 @@
 //! fails the test instead of hanging it.
 
 pub mod checks;
+pub mod child;
 mod harness;
 mod inbox;
 pub mod logs;

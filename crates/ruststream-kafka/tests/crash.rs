@@ -5,11 +5,10 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
+use ruststream_conformance::child::Child;
 use ruststream_core::{Broker, Message, Settlement, SubscribeSpec};
 use ruststream_kafka::KafkaBroker;
 
@@ -33,9 +32,11 @@ async fn child_holding_a_delivery() {
         return;
     };
     let broker = broker().await;
-    let mut spec = SubscribeSpec::new(topic.as_str());
-    spec.in_flight = 1;
-    let mut deliveries = broker.subscribe(spec).await.expect("subscribed").deliveries;
+    let mut deliveries = broker
+        .subscribe(SubscribeSpec::new(topic.as_str()))
+        .await
+        .expect("subscribed")
+        .deliveries;
     let held = deliveries.next().await;
     assert!(matches!(held, Some(Ok(_))), "{held:?}");
     println!("holding");
@@ -53,31 +54,21 @@ async fn a_killed_consumers_delivery_comes_back_after_its_session() {
         .await
         .expect("published");
 
-    let mut child = Command::new(std::env::current_exe().expect("test binary"))
-        .args(["--exact", "child_holding_a_delivery", "--nocapture"])
-        .env(CHILD, &topic)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("child started");
-    let stdout = child.stdout.take().expect("stdout");
-    let holding = tokio::task::spawn_blocking(move || {
-        BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-            .any(|line| line.contains("holding"))
-    });
-    let held = tokio::time::timeout(Duration::from_secs(30), holding).await;
-    assert!(
-        matches!(held, Ok(Ok(true))),
-        "the child did not take the delivery"
-    );
-    child.kill().expect("killed");
-    let _ = child.wait();
+    Child::started(
+        "child_holding_a_delivery",
+        (CHILD, &topic),
+        "holding",
+        Duration::from_secs(30),
+    )
+    .await
+    .kill();
     let killed = Instant::now();
 
-    let mut spec = SubscribeSpec::new(topic.as_str());
-    spec.in_flight = 1;
-    let mut deliveries = broker.subscribe(spec).await.expect("subscribed").deliveries;
+    let mut deliveries = broker
+        .subscribe(SubscribeSpec::new(topic.as_str()))
+        .await
+        .expect("subscribed")
+        .deliveries;
     let again = tokio::time::timeout(SESSION + Duration::from_secs(20), deliveries.next()).await;
     let Ok(Some(Ok(delivery))) = again else {
         panic!("the killed consumer's delivery did not come back: {again:?}");

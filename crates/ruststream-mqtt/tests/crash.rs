@@ -5,11 +5,10 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use ruststream_conformance::child::Child;
 use ruststream_core::{Broker, Message, Settlement, SubscribeSpec};
 
 /// The child's topic, set by the parent.
@@ -54,26 +53,14 @@ async fn a_killed_processs_delivery_comes_back_to_its_session() {
         .await
         .expect("published into the session");
 
-    let mut child = Command::new(std::env::current_exe().expect("test binary"))
-        .args(["--exact", "child_holding_a_delivery", "--nocapture"])
-        .env(CHILD, &topic)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("child started");
-    let stdout = child.stdout.take().expect("child stdout");
-    let holding = tokio::task::spawn_blocking(move || {
-        BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-            .any(|line| line.contains("holding"))
-    });
-    let holding = tokio::time::timeout(Duration::from_secs(30), holding)
-        .await
-        .expect("the child took the delivery in time")
-        .expect("read the child");
-    assert!(holding, "the child never held the delivery");
-    child.kill().expect("killed");
-    child.wait().expect("reaped");
+    Child::started(
+        "child_holding_a_delivery",
+        (CHILD, &topic),
+        "holding",
+        Duration::from_secs(30),
+    )
+    .await
+    .kill();
 
     let after = support::connect().await;
     let mut deliveries = after
