@@ -30,13 +30,10 @@ HOST=127.0.0.1
 BASE=${RUSTSTREAM_CACHE:-/var/cache/ruststream}/redis-cluster
 log() { echo "redis-cluster: $*" >&2; }
 die() { echo "redis-cluster: ERROR: $*" >&2; exit 1; }
+. "$(dirname "${BASH_SOURCE[0]}")/lib/redis-node.sh"
 
-cli() { local port=$1; shift; redis-cli -h "$HOST" -p "$port" "$@"; }
-answering() { cli "$1" ping 2>/dev/null | grep -q PONG; }
-info_field() { cli "$1" $2 2>/dev/null | tr -d '\r' | sed -n "s/^$3://p"; }
 state_ok() { [ "$(info_field "${MASTERS[0]}" 'cluster info' cluster_state)" = ok ]; }
 node_id() { cli "$1" cluster myid 2>/dev/null | tr -d '\r'; }
-role() { info_field "$1" 'info replication' role; }
 url() { echo "redis-cluster://$HOST:${MASTERS[0]}?node=$HOST:${MASTERS[1]}&node=$HOST:${MASTERS[2]}"; }
 
 # The masters were made a cluster: each knows the others and every slot is served.
@@ -62,25 +59,7 @@ start_node() {
   die "node $port did not answer (see $dir/redis.log)"
 }
 
-kill_node() {
-  local port=$1 pid
-  pid=$(cat "$BASE/$port/redis.pid" 2>/dev/null || true)
-  [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = redis-server ] || die "node $port is not running"
-  kill -9 "$pid"
-  while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
-  rm -f "$BASE/$port/redis.pid"
-  log "killed node $port (pid $pid)"
-}
 
-# Wait until the replica on $1 has its master link up (in sync).
-await_sync() {
-  local port=$1
-  for _ in $(seq 300); do
-    [ "$(role "$port")" = slave ] && [ "$(info_field "$port" 'info replication' master_link_status)" = up ] && return
-    sleep 0.1
-  done
-  die "replica $port not in sync after 30 s (see $BASE/$port/redis.log)"
-}
 
 # A replica for each master that has none yet (a cluster formed before the replicas).
 add_replicas() {

@@ -33,9 +33,7 @@ BASE=${RUSTSTREAM_CACHE:-/var/cache/ruststream}/redis-sentinel
 log() { echo "redis-sentinel: $*" >&2; }
 die() { echo "redis-sentinel: ERROR: $*" >&2; exit 1; }
 
-cli() { local port=$1; shift; redis-cli -h "$HOST" -p "$port" "$@"; }
-answering() { cli "$1" ping 2>/dev/null | grep -q PONG; }
-info_field() { cli "$1" info replication 2>/dev/null | tr -d '\r' | sed -n "s/^$2://p"; }
+. "$(dirname "${BASH_SOURCE[0]}")/lib/redis-node.sh"
 url() {
   local port hosts=()
   for port in "${SENTINELS[@]}"; do hosts+=("$HOST:$port"); done
@@ -87,15 +85,6 @@ EOF
   die "sentinel $port did not answer (see $dir/sentinel.log)"
 }
 
-kill_node() {
-  local port=$1 pid
-  pid=$(cat "$BASE/$port/redis.pid" 2>/dev/null || true)
-  [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = redis-server ] || die "node $port is not running"
-  kill -9 "$pid"
-  while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
-  rm -f "$BASE/$port/redis.pid"
-  log "killed node $port (pid $pid)"
-}
 
 stop_pid() {
   local file=$1 pid
@@ -104,14 +93,6 @@ stop_pid() {
   rm -f "$file"
 }
 
-await_sync() {
-  local port=$1
-  for _ in $(seq 300); do
-    [ "$(info_field "$port" role)" = slave ] && [ "$(info_field "$port" master_link_status)" = up ] && return
-    sleep 0.1
-  done
-  die "node $port did not sync with its master"
-}
 
 # Every sentinel knows the master, its two replicas and the two other sentinels.
 await_sentinels() {
@@ -155,7 +136,7 @@ reset() {
   [ "$master" = "$MASTER" ] || cli "$master" config set replica-priority 1000 >/dev/null
   cli "${SENTINELS[0]}" sentinel failover "$NAME" >/dev/null
   for _ in $(seq 300); do
-    [ "$(current_master)" = "$MASTER" ] && [ "$(info_field "$MASTER" role)" = master ] && break
+    [ "$(current_master)" = "$MASTER" ] && [ "$(role "$MASTER")" = master ] && break
     sleep 0.1
   done
   [ "$(current_master)" = "$MASTER" ] || die "the failover back to $MASTER did not happen"
