@@ -62,16 +62,17 @@ pub(crate) async fn ensure(
         )));
     }
     tracing::info!(stream = %name, subject, "nats: creating the dead letter's stream");
-    inner
-        .js
-        .create_stream(stream::Config {
+    crate::create::create_stream(
+        &inner.js,
+        stream::Config {
             name,
             subjects: vec![subject.to_owned()],
             num_replicas: config.num_replicas,
             description: Some(CREATED.to_owned()),
             ..stream::Config::default()
-        })
-        .await
-        .map(drop)
-        .map_err(|error| jetstream_error("creating a stream for dead letter", subject, error))
+        },
+    )
+    .await
+    .map(drop)
+    .map_err(|error| jetstream_error("creating a stream for dead letter", subject, error))
 }

@@ -127,7 +127,7 @@ async fn stream_for(
         ..stream::Config::default()
     };
     tracing::info!(stream = %name, subject, "nats: creating stream");
-    js.create_stream(config)
+    crate::create::create_stream(js, config)
         .await
         .map_err(|error| crate::error::jetstream_error("creating a stream for", subject, error))
 }

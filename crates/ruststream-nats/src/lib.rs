@@ -55,6 +55,7 @@ mod broker;
 mod connection;
 mod connector;
 mod core;
+mod create;
 mod dead;
 mod error;
 mod headers;
