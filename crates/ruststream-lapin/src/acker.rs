@@ -10,13 +10,15 @@ use lapin::options::{BasicAckOptions, BasicNackOptions, BasicRejectOptions};
 use ruststream_core::{AckError, Acker, Message, Settlement, Settling, Tag};
 
 use crate::delay::Delays;
+use crate::gate::Gate;
 use crate::retry::CopyCount;
 
-/// The channel deliveries of `epoch` settle on.
+/// The channel deliveries of `epoch` settle on, and the gate its settlements pass.
 #[derive(Debug)]
 struct Current {
     epoch: u64,
     channel: Channel,
+    gate: Arc<Gate>,
 }
 
 /// How `RequeueAfter` is carried out: a copy to the queue's delay queue.
@@ -57,8 +59,16 @@ impl ChannelAcker {
 
     /// Deliveries of `epoch` settle on `channel` from now on.
     pub(crate) fn attach(&self, epoch: u64, channel: Channel) {
-        self.current
-            .store(Some(Arc::new(Current { epoch, channel })));
+        self.current.store(Some(Arc::new(Current {
+            epoch,
+            channel,
+            gate: Arc::default(),
+        })));
+    }
+
+    /// The gate the settlements of `epoch`'s channel pass, while that channel is current.
+    pub(crate) fn gate(&self, epoch: u64) -> Option<Arc<Gate>> {
+        self.channel(epoch).map(|current| Arc::clone(&current.gate))
     }
 
     /// From now on, abandoning gives nothing back (the subscription is dropped; its
@@ -92,6 +102,7 @@ impl Acker for ChannelAcker {
         };
         match settlement {
             Settlement::Accept | Settlement::Remove => Settling::pending(async move {
+                current.gate.pass().await;
                 let sent = current
                     .channel
                     .basic_ack(delivery_tag, BasicAckOptions::default())
@@ -99,11 +110,13 @@ impl Acker for ChannelAcker {
                 failed(&current.channel, sent)
             }),
             Settlement::Reject => Settling::pending(async move {
+                current.gate.pass().await;
                 let options = BasicRejectOptions { requeue: false };
                 let sent = current.channel.basic_reject(delivery_tag, options).await;
                 failed(&current.channel, sent)
             }),
             Settlement::Requeue => Settling::pending(async move {
+                current.gate.pass().await;
                 let sent = current.channel.basic_nack(delivery_tag, REQUEUE).await;
                 failed(&current.channel, sent)
             }),
@@ -143,6 +156,7 @@ impl Acker for ChannelAcker {
             return;
         };
         runtime.spawn(async move {
+            current.gate.pass().await;
             if let Err(e) = current.channel.basic_nack(delivery_tag, REQUEUE).await {
                 tracing::debug!(delivery_tag, error = %e, "lapin: abandoning failed; the channel returns it");
             }
@@ -180,6 +194,7 @@ async fn later(
     let copy = delayed.count.copy_of(message);
     match delayed.delays.park(&delayed.queue, delay, copy).await {
         Ok(()) => {
+            current.gate.pass().await;
             let sent = current
                 .channel
                 .basic_ack(delivery_tag, BasicAckOptions::default())
@@ -194,6 +209,7 @@ async fn later(
                 tokio::select! {
                     () = closing.closing() => {}
                     () = tokio::time::sleep(delay) => {
+                        current.gate.pass().await;
                         let _ = current.channel.basic_nack(delivery_tag, REQUEUE).await;
                     }
                 }

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -18,6 +19,7 @@ use tokio::task::JoinHandle;
 
 use crate::acker::ChannelAcker;
 use crate::connection::Connector;
+use crate::gate::Gate;
 use crate::message;
 use crate::stream::Deliveries;
 
@@ -237,6 +239,8 @@ async fn consume(
     let dropped = tx.closed();
     let requested = drain.requested();
     tokio::pin!(closing, dropped, requested);
+    // Deliveries received on this channel: what a drain weighs against the prefetch.
+    let mut received = 0_u64;
     loop {
         tokio::select! {
             () = &mut closing => {
@@ -248,10 +252,13 @@ async fn consume(
                 return End::Dropped;
             }
             () = &mut requested => {
-                return drained(spec, epoch, channel, consumer, tx, &acker_dyn, &mut closing).await;
+                let gate = acker.gate(epoch);
+                let held = Held { gate: gate.as_deref(), received };
+                return drained(spec, epoch, channel, consumer, tx, &acker_dyn, held, &mut closing).await;
             }
             item = consumer.next() => match item {
                 Some(Ok(d)) => {
+                    received += 1;
                     let delivery = delivery(spec, epoch, d, &acker_dyn);
                     if tx.send(Ok(delivery)).await.is_err() {
                         cancel(channel, &consumer).await;
@@ -274,8 +281,34 @@ async fn cancel(channel: &Channel, consumer: &Consumer) {
     .await;
 }
 
-/// The drain: `basic.cancel`, then every delivery received before cancel-ok is sent on
-/// (lapin ends the consumer's stream after them).
+/// How long a drain waits for another delivery before it takes the window as closed
+/// (the queue has nothing more to send).
+const QUIET: Duration = Duration::from_millis(200);
+/// How long a drain holds settlements back at most.
+const HOLD_AT_MOST: Duration = Duration::from_secs(2);
+
+/// What a drain weighs: the channel's settlement gate and the deliveries it received.
+struct Held<'a> {
+    gate: Option<&'a Gate>,
+    received: u64,
+}
+
+/// How the wait for a full prefetch window ended.
+enum Window {
+    /// Nothing can be in flight (or nothing more is coming): `basic.cancel` may go out.
+    /// A delivery the stream had no room for is carried.
+    Closed(Option<Result<Delivery, ConsumeError>>),
+    /// The consumer's stream ended: the channel or the consumer is gone.
+    Ended,
+    /// The drain was overtaken.
+    End(End),
+}
+
+/// The drain: settlements are held back until the prefetch window is full (or the queue
+/// stays quiet), so that no delivery is in flight when `basic.cancel` goes out (see
+/// [`Gate`]); then every delivery received before cancel-ok is sent on (lapin ends the
+/// consumer's stream after them) and the held settlements go out.
+#[allow(clippy::too_many_arguments)]
 async fn drained(
     spec: &ConsumeSpec,
     epoch: u64,
@@ -283,8 +316,25 @@ async fn drained(
     mut consumer: Consumer,
     tx: &Sender,
     acker: &Arc<dyn ruststream_core::Acker>,
+    held: Held<'_>,
     closing: &mut std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
 ) -> End {
+    let window = match held.gate {
+        Some(gate) => {
+            gate.hold();
+            let window = close_window(spec, epoch, &mut consumer, tx, acker, &held, closing).await;
+            if !matches!(window, Window::Closed(_)) {
+                gate.release();
+            }
+            window
+        }
+        None => Window::Closed(None),
+    };
+    let carried = match window {
+        Window::Closed(carried) => carried,
+        Window::Ended => return End::Drained,
+        Window::End(end) => return end,
+    };
     tracing::debug!(queue = %spec.queue, "lapin: draining: cancelling the consumer");
     if let Err(e) = channel
         .basic_cancel(consumer.tag(), Default::default())
@@ -292,6 +342,15 @@ async fn drained(
     {
         // The channel is gone: the broker has put back what it held.
         tracing::debug!(queue = %spec.queue, error = %e, "lapin: draining: cancel failed");
+    }
+    // After cancel-ok: the prefetch slots the held settlements free go to no consumer.
+    if let Some(gate) = held.gate {
+        gate.release();
+    }
+    if let Some(d) = carried
+        && tx.send(d).await.is_err()
+    {
+        return End::Dropped;
     }
     let mut sent = 0_usize;
     loop {
@@ -310,6 +369,48 @@ async fn drained(
     }
     tracing::debug!(queue = %spec.queue, buffered = sent, "lapin: drained");
     End::Drained
+}
+
+/// With settlements held, sends on what arrives until RabbitMQ can send no more: once
+/// `prefetch` deliveries are out (received − settlements let out), none is in flight. A
+/// prefetch of 0 has no limit: only the quiet or the time limit ends the wait.
+async fn close_window(
+    spec: &ConsumeSpec,
+    epoch: u64,
+    consumer: &mut Consumer,
+    tx: &Sender,
+    acker: &Arc<dyn ruststream_core::Acker>,
+    held: &Held<'_>,
+    closing: &mut std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
+) -> Window {
+    let Some(gate) = held.gate else {
+        return Window::Closed(None);
+    };
+    let window = u64::from(spec.prefetch);
+    let mut received = held.received;
+    let until = tokio::time::Instant::now() + HOLD_AT_MOST;
+    while window == 0 || received.saturating_sub(gate.passed()) < window {
+        let quiet = (tokio::time::Instant::now() + QUIET).min(until);
+        tokio::select! {
+            () = &mut *closing => return Window::End(End::Closing),
+            () = tokio::time::sleep_until(quiet) => break,
+            item = consumer.next() => match item {
+                Some(Ok(d)) => {
+                    received += 1;
+                    match tx.try_send(Ok(delivery(spec, epoch, d, acker))) {
+                        Ok(()) => {}
+                        // No room: no wait here while settlements are held; it is sent
+                        // after the cancel.
+                        Err(mpsc::error::TrySendError::Full(d)) => return Window::Closed(Some(d)),
+                        Err(mpsc::error::TrySendError::Closed(_)) => return Window::End(End::Dropped),
+                    }
+                }
+                Some(Err(_)) | None => return Window::Ended,
+            }
+        }
+    }
+    tracing::debug!(queue = %spec.queue, received, passed = gate.passed(), "lapin: draining: window closed");
+    Window::Closed(None)
 }
 
 fn delivery(

@@ -72,9 +72,11 @@
 //! impossible: a duplicate, never a loss.
 //!
 //! A graceful stop drains: the subscription accepts `SubscribeSpec::drain`; once it is
-//! requested, the consumer is cancelled (`basic.cancel`), the deliveries already
-//! received are yielded and the stream ends, and the channel stays open for their
-//! settlements until the broker closes. A subscription dropped without a drain cancels
+//! requested, settlements are held back until the prefetch window is full or the queue
+//! is quiet (200 ms), so that no delivery is in flight to be dropped after cancel-ok and
+//! returned counted; then the consumer is cancelled (`basic.cancel`), the held
+//! settlements go out, the deliveries already received are yielded and the stream ends,
+//! and the channel stays open for their settlements until the broker closes. A subscription dropped without a drain cancels
 //! its consumer first and then closes its channel, which returns the unsettled.
 //!
 //! A delivery's broker attempt comes from `x-delivery-count` where the queue counts
@@ -206,6 +208,7 @@ mod deaths;
 mod declare;
 mod delay;
 mod error;
+mod gate;
 mod inspect;
 mod message;
 mod options;

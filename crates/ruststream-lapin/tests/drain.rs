@@ -213,12 +213,12 @@ async fn three_graceful_stops_spend_no_attempt(rabbit: Rabbit) {
     );
     attempts.extend(run_and_stop(rabbit, &queue, left).await);
     publisher.close().await;
-    // RabbitMQ (3.10 and 4) can send a quorum queue's delivery after cancel-ok (seen:
-    // 1 in 400, in 2 of 3 runs on 3.10 and 1 of 3 on 4); lapin drops a delivery for a
-    // consumer it no longer has, and the channel's close returns it counted once.
-    let counted = attempts.iter().filter(|&&a| a > 1).count();
+    // RabbitMQ (3.10 and 4) can send a quorum queue's delivery after cancel-ok (seen
+    // without the drain's gate: one or two a stop on 3.10, under load); lapin drops a
+    // delivery for a consumer it no longer has, and the channel's close would return it
+    // counted. The drain closes the prefetch window first, so none may be in flight.
     assert!(
-        counted <= 3 && attempts.iter().all(|&a| a <= 2),
+        attempts.iter().all(|&a| a == 1),
         "{rabbit:?}: a clean stop spent attempts: {attempts:?}"
     );
     assert_eq!(attempts.len(), APP_MESSAGES, "{rabbit:?}: {attempts:?}");
