@@ -8,8 +8,9 @@
 //!
 //! This crate is the one a service depends on: it re-exports the runtime
 //! (`ruststream-runtime`), the adapters its features build in (`ruststream::redis`,
-//! `amqp`, `lapin`, `nats`, `postgres`, `kafka`, `mqtt`), [`connect`] to open any of them by URL, and the command
-//! line (`ruststream::cli`, feature `cli`).
+//! `amqp`, `lapin`, `nats`, `postgres`, `kafka`, `mqtt`), [`connect`] to open any of them by URL, the inbox
+//! (`ruststream::inbox`, feature `inbox`) and the command line (`ruststream::cli`,
+//! feature `cli`).
 //!
 //! ```no_run
 //! use ruststream::{App, Attempt, Mount, Outcome, Router, ack, retry};
@@ -64,6 +65,11 @@ pub use ruststream_nats as nats;
 #[cfg(feature = "mqtt")]
 pub use ruststream_mqtt as mqtt;
 
+/// The inbox on PostgreSQL: each message handled once, the handler's writes committed
+/// with that record (feature `inbox`).
+#[cfg(feature = "inbox")]
+pub use ruststream_inbox as inbox;
+
 /// The PostgreSQL adapter: queues in tables (feature `postgres`).
 #[cfg(feature = "postgres")]
 pub use ruststream_postgres as postgres;
@@ -92,6 +98,11 @@ pub struct RunningGuide;
 #[cfg(all(doctest, feature = "cli"))]
 #[doc = include_str!("../../../docs/cli.md")]
 pub struct CliGuide;
+
+/// The inbox guide's examples, compiled as doctests (feature `inbox`).
+#[cfg(all(doctest, feature = "inbox"))]
+#[doc = include_str!("../../../docs/inbox.md")]
+pub struct InboxGuide;
 
 /// The testing guide's examples, compiled and run as doctests.
 #[cfg(doctest)]

@@ -1,0 +1,120 @@
+//! What the inbox tests share: the PostgreSQL they write to, tables of their own, and a
+//! service on the in-memory broker whose handler writes through the inbox.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use ruststream_inbox::Inbox;
+use ruststream_inbox::sqlx::PgPool;
+
+/// The server under test: `RUSTSTREAM_POSTGRES_URL`, else the local one.
+pub fn url() -> String {
+    std::env::var("RUSTSTREAM_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
+}
+
+/// A pool on the server; a missing PostgreSQL fails the test saying how to get one.
+pub async fn pool() -> PgPool {
+    match PgPool::connect(&url()).await {
+        Ok(pool) => pool,
+        Err(error) => panic!(
+            "the inbox tests need PostgreSQL: {error}\n\
+             start one (PostgreSQL 15 on 127.0.0.1:5432, trust auth, database `test`, as in \
+             CI) or set RUSTSTREAM_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"
+        ),
+    }
+}
+
+/// A name no other test uses, for a table.
+pub fn unique(what: &str) -> String {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!(
+        "rs_{what}_{}_{}_{nanos}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A test's tables: an inbox and an effects table the handlers write rows to.
+pub struct Tables {
+    pub pool: PgPool,
+    pub inbox: String,
+    pub effects: String,
+}
+
+impl Tables {
+    pub async fn new(what: &str) -> Self {
+        let pool = pool().await;
+        let inbox = unique(&format!("{what}_inbox"));
+        let effects = unique(&format!("{what}_effects"));
+        sqlx_exec(
+            &pool,
+            &format!("CREATE TABLE {effects} (message text NOT NULL, attempt int NOT NULL)"),
+        )
+        .await;
+        Self {
+            pool,
+            inbox,
+            effects,
+        }
+    }
+
+    pub async fn inbox(&self) -> Inbox {
+        Inbox::with_table(self.pool.clone(), &self.inbox)
+            .await
+            .expect("the inbox table is made")
+    }
+
+    /// The rows of the effects table, as (message, attempt), in order.
+    pub async fn effects(&self) -> Vec<(String, i32)> {
+        ruststream_inbox::sqlx::query_as(&format!(
+            "SELECT message, attempt FROM {} ORDER BY message, attempt",
+            self.effects
+        ))
+        .fetch_all(&self.pool)
+        .await
+        .expect("effects read")
+    }
+
+    /// How many messages the inbox holds.
+    pub async fn recorded(&self) -> i64 {
+        let (n,): (i64,) =
+            ruststream_inbox::sqlx::query_as(&format!("SELECT count(*) FROM {}", self.inbox))
+                .fetch_one(&self.pool)
+                .await
+                .expect("inbox read");
+        n
+    }
+
+    pub async fn drop_all(self) {
+        sqlx_exec(
+            &self.pool,
+            &format!("DROP TABLE IF EXISTS {}, {}", self.inbox, self.effects),
+        )
+        .await;
+    }
+}
+
+pub async fn sqlx_exec(pool: &PgPool, sql: &str) {
+    ruststream_inbox::sqlx::query(sql)
+        .execute(pool)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
+/// Waits up to 20 s for `check`.
+pub async fn until<F: AsyncFnMut() -> bool>(what: &str, mut check: F) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !check().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not within 20 s: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
