@@ -55,6 +55,14 @@ pub trait Harness: Send + Sync + 'static {
         false
     }
 
+    /// Whether the broker stores a publish whose `message-id` it has stored already only
+    /// once (JetStream's duplicate window): the copy `delivered_twice_handled_once`
+    /// publishes then never arrives, and that part of the check does not apply (default
+    /// `false`).
+    fn drops_repeated_publishes(&self) -> bool {
+        false
+    }
+
     /// An address a publish to fails at once (AMQP: a queue that does not exist; Redis: a
     /// key holding another type), used as a dead letter that cannot be published.
     /// `None` (the default) where the broker takes any address; the checks that need one

@@ -42,6 +42,7 @@ macro_rules! conformance_tests {
             request_reply,
             failed_copy_is_owed,
             retry_after_beyond_native_bound,
+            delivered_twice_handled_once,
         );
     };
 }

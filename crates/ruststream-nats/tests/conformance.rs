@@ -96,6 +96,12 @@ impl Harness for Nats {
         self.form == Form::JetStream
     }
 
+    /// JetStream stores a publish whose `Nats-Msg-Id` (the adapter's, from the
+    /// `message-id`) it stored within its duplicate window (2 min) once.
+    fn drops_repeated_publishes(&self) -> bool {
+        self.form == Form::JetStream
+    }
+
     /// A subject a sealed stream holds: JetStream refuses a publish to it at once. (A
     /// subject no stream holds will not do: the adapter makes a stream for a dead letter
     /// that has none.)

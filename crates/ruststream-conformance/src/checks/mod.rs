@@ -6,6 +6,7 @@
 
 mod capabilities;
 mod failure;
+mod once;
 mod owed_copy;
 mod publish;
 mod request;
@@ -16,6 +17,7 @@ mod shutdown;
 
 pub use capabilities::declared_capabilities;
 pub use failure::{decode_failure_drops, fail_fast_redelivers, panic_skip_acks};
+pub use once::delivered_twice_handled_once;
 pub use owed_copy::failed_copy_is_owed;
 pub use publish::publish_from_handler;
 pub use request::request_reply;
