@@ -35,7 +35,7 @@ impl Middleware for InboxMiddleware {
 
     fn around(&self, delivery: &Delivery, handling: Handling) -> Handling {
         // Taken here, in the call that made the handler's arguments: its `Tx`'s slot.
-        let slot = take_made().unwrap_or_default();
+        let slot = take_made(delivery).unwrap_or_default();
         let key = (self.inbox.key)(delivery);
         if key.is_none() && !self.warned.swap(true, Ordering::Relaxed) {
             tracing::warn!(subscription = %self.subscription,

@@ -4,7 +4,7 @@ use std::cell::RefCell;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
-use ruststream::{Context, ExtractError, FromDelivery};
+use ruststream::{Context, Delivery, ExtractError, FromDelivery};
 use sqlx::{PgConnection, Postgres, Transaction};
 use tokio::sync::{MappedMutexGuard, Mutex, MutexGuard};
 
@@ -16,16 +16,31 @@ pub(crate) struct Slot {
     pub(crate) tx: Mutex<Option<Transaction<'static, Postgres>>>,
 }
 
-thread_local! {
-    /// The slot of the `Tx` made last on this thread. A handler's arguments are made and
-    /// its layers wrap its future in one synchronous call, so the inbox layer takes here
-    /// the slot of the handler it wraps.
-    static MADE: RefCell<Option<Arc<Slot>>> = const { RefCell::new(None) };
+/// Which delivery a slot was made for: the addresses of the delivery and of its payload,
+/// and the payload's length, while the call that made the handler's arguments runs.
+type Made = (usize, usize, usize);
+
+fn made_for(delivery: &Delivery) -> Made {
+    let payload = delivery.payload();
+    (
+        std::ptr::from_ref(delivery) as usize,
+        payload.as_ptr() as usize,
+        payload.len(),
+    )
 }
 
-/// The slot of the handler being wrapped, if it takes a [`Tx`].
-pub(crate) fn take_made() -> Option<Arc<Slot>> {
-    MADE.with(|made| made.borrow_mut().take())
+thread_local! {
+    /// The slot of the `Tx` made last on this thread, and for which delivery. A handler's
+    /// arguments are made and its layers wrap its future in one synchronous call, so the
+    /// inbox layer takes here the slot of the handler it wraps; a slot left by a handler
+    /// on a mount without the inbox is for another delivery, and is not taken.
+    static MADE: RefCell<Option<(Made, Arc<Slot>)>> = const { RefCell::new(None) };
+}
+
+/// The slot of the handler of `delivery` being wrapped, if it takes a [`Tx`].
+pub(crate) fn take_made(delivery: &Delivery) -> Option<Arc<Slot>> {
+    let made = MADE.with(|made| made.borrow_mut().take())?;
+    (made.0 == made_for(delivery)).then_some(made.1)
 }
 
 /// The handler's database transaction, opened by the mount's [`Inbox`](crate::Inbox)
@@ -56,9 +71,10 @@ impl std::fmt::Debug for Tx {
 }
 
 impl FromDelivery for Tx {
-    fn from_delivery(_: &Context<'_>) -> Result<Self, ExtractError> {
+    fn from_delivery(cx: &Context<'_>) -> Result<Self, ExtractError> {
         let slot = Arc::new(Slot::default());
-        MADE.with(|made| *made.borrow_mut() = Some(slot.clone()));
+        let made = made_for(cx.delivery());
+        MADE.with(|cell| *cell.borrow_mut() = Some((made, slot.clone())));
         Ok(Self { slot })
     }
 }

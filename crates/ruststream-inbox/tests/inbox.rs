@@ -321,3 +321,48 @@ async fn futures_join(tables: &Tables) -> Vec<Result<Inbox, InboxError>> {
     }
     made
 }
+
+/// A `Tx` taken on a mount without the inbox never gets the transaction of a delivery
+/// the inbox wraps next on the same thread (one thread: every call on it).
+#[tokio::test(flavor = "current_thread")]
+async fn a_stray_tx_never_gets_another_deliverys_transaction() {
+    let tables = Tables::new("stray").await;
+    let (said, mut heard) = tokio::sync::mpsc::unbounded_channel();
+    let broker = MemoryBroker::new();
+    let running = App::new(broker.clone())
+        .mount(Mount::new("stray"), move |tx: Tx, _: String| {
+            let said = said.clone();
+            async move {
+                // The inbox mount's delivery is handled meanwhile.
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                let _ = said.send(tx.conn().await.is_ok());
+            }
+        })
+        .mount(
+            Mount::new("orders").layer(tables.inbox().await),
+            |_: String| async { tokio::time::sleep(Duration::from_millis(600)).await },
+        )
+        .start()
+        .await
+        .expect("starts");
+    publish_to(&running, "stray", "s-1").await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    publish_to(&running, "orders", "m-1").await;
+    let got = tokio::time::timeout(Duration::from_secs(10), heard.recv())
+        .await
+        .expect("handled")
+        .expect("an answer");
+    running.stop().await.expect("a clean stop");
+    assert!(!got, "the stray Tx got the inbox's transaction");
+    tables.drop_all().await;
+}
+
+async fn publish_to(running: &Running, to: &str, id: &str) {
+    running
+        .publisher()
+        .message(to, "x")
+        .message_id(id.to_owned())
+        .send()
+        .await
+        .expect("published");
+}
