@@ -102,6 +102,7 @@ impl KafkaBroker {
         let topic = spec.address.as_str().to_owned();
         let group_id = settings::group(&topic, &self.inner.settings, &spec.options)?;
         self.exists(&topic).await?;
+        self.declare_targets(&topic, &spec.declaration).await?;
         let group = Arc::new(Group::new(topic.clone()));
         let consumer = Arc::new(self.consumer(&group_id, group.clone())?);
         consumer
@@ -139,6 +140,45 @@ impl KafkaBroker {
             capabilities: Capabilities::SETTLES,
             attached,
         })
+    }
+
+    /// Makes the mount's dead-letter and retry topics where the cluster lacks them, so that
+    /// a spent or retried delivery has somewhere to go on a cluster that does not make
+    /// topics on first publish (`auto.create.topics.enable=false`, common in
+    /// production); one that cannot be made stops the subscription, saying why.
+    async fn declare_targets(
+        &self,
+        topic: &str,
+        declaration: &ruststream_core::Declaration,
+    ) -> Result<(), SubscribeError> {
+        let targets = [&declaration.dead_letter, &declaration.retry_to];
+        for target in targets.into_iter().flatten() {
+            let name = target.as_str().to_owned();
+            if name == topic {
+                continue;
+            }
+            let servers = self.inner.servers.clone();
+            let asked = name.clone();
+            let found = tokio::task::spawn_blocking(move || admin::exists(&servers, &asked))
+                .await
+                .map_err(|_| SubscribeError::Closed)?
+                .map_err(|error| SubscribeError::Disconnected(error.to_string()))?;
+            if found {
+                continue;
+            }
+            match admin::create(&self.inner.servers, &name).await {
+                Ok(()) => tracing::info!(topic = %name, subscription = %topic,
+                    "kafka: made the mount's topic (one partition)"),
+                // Made meanwhile by another service starting.
+                Err(why) if why.contains("TopicAlreadyExists") => {}
+                Err(why) => {
+                    return Err(SubscribeError::Refused(format!(
+                        "the topic {name} that {topic}'s mount sends to does not exist and                          cannot be made ({why}): create it, or allow this client to"
+                    )));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Refuses a topic the cluster does not have: a consumer of it would wait for ever.

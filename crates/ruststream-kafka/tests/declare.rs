@@ -1,0 +1,109 @@
+//! The topics a mount sends to are made when it starts: a dead letter or a retry topic
+//! that the cluster lacks is there before the first delivery needs it, so a cluster that
+//! does not make topics on first publish (`auto.create.topics.enable=false`) loses no
+//! dead letter; a name Kafka does not take stops the start, saying which.
+//! Needs a Kafka-protocol broker (`scripts/kafka.sh`; `RUSTSTREAM_KAFKA_URL`).
+
+mod support;
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use ruststream::{App, Mount, RunError, retry};
+use ruststream_core::{Broker, Settlement, SubscribeSpec};
+use ruststream_kafka::KafkaBroker;
+
+async fn broker() -> KafkaBroker {
+    support::bootstrap();
+    KafkaBroker::connect(&support::url())
+        .await
+        .unwrap_or_else(|error| panic!("cannot connect: {error}. {}", support::HOW))
+}
+
+/// Whether the cluster has `topic`, asked without making it.
+async fn exists(topic: &str) -> bool {
+    let mut config = support::config();
+    config.set("allow.auto.create.topics", "false");
+    let consumer: rdkafka::consumer::BaseConsumer = config.create().expect("a client");
+    let topic = topic.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let metadata = rdkafka::consumer::Consumer::fetch_metadata(
+            &consumer,
+            Some(&topic),
+            Duration::from_secs(10),
+        )
+        .expect("metadata");
+        metadata
+            .topics()
+            .iter()
+            .any(|t| t.name() == topic && t.error().is_none() && !t.partitions().is_empty())
+    })
+    .await
+    .expect("no panic")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mounts_dead_letter_and_retry_topics_are_made_at_start() {
+    let topic = support::unique("declare");
+    support::create_topic(&topic, 1).await;
+    let (dead, retries) = (format!("{topic}.dead"), format!("{topic}.retries"));
+    assert!(!exists(&dead).await && !exists(&retries).await);
+    let mount = Mount::new(topic.as_str())
+        .max_attempts(1)
+        .dead_letter(dead.as_str())
+        .retry_to(retries.as_str());
+    let running = App::new(broker().await)
+        .mount(mount, |_: String| async { retry() })
+        .start()
+        .await
+        .expect("starts");
+    assert!(
+        exists(&dead).await,
+        "the dead letter topic is made at start"
+    );
+    assert!(exists(&retries).await, "the retry topic is made at start");
+
+    // A spent delivery reaches it.
+    running
+        .publisher()
+        .publish(topic.as_str(), "spent")
+        .await
+        .expect("published");
+    let watcher = broker().await;
+    let mut letters = watcher
+        .subscribe(SubscribeSpec::new(dead.as_str()))
+        .await
+        .expect("the dead letters subscribed")
+        .deliveries;
+    let letter = tokio::time::timeout(Duration::from_secs(30), letters.next())
+        .await
+        .expect("a dead letter within 30 s")
+        .expect("open")
+        .expect("a delivery");
+    assert_eq!(letter.payload().as_ref(), b"\"spent\"");
+    letter.settle(Settlement::Accept).await.expect("acked");
+    running.stop().await.expect("a clean stop");
+    watcher.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_letter_name_kafka_refuses_stops_the_start() {
+    let topic = support::unique("declare-bad");
+    support::create_topic(&topic, 1).await;
+    let mount = Mount::new(topic.as_str())
+        .max_attempts(2)
+        .dead_letter("dead letters!");
+    let started = App::new(broker().await)
+        .mount(mount, |_: String| async { retry() })
+        .start()
+        .await;
+    let Err(error) = started else {
+        panic!("a dead letter Kafka cannot hold was taken");
+    };
+    assert!(matches!(error, RunError::Subscribe { .. }), "{error:?}");
+    let said = error.to_string();
+    assert!(
+        said.contains("dead letters!") && said.contains("create it"),
+        "{said}"
+    );
+}
