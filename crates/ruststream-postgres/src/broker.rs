@@ -54,6 +54,7 @@ impl PostgresBroker {
     pub async fn connect(url: &str) -> Result<Self, ConnectError> {
         let (client_url, query) = split_query(url, settings::client_key);
         let configured = settings::connection(&query)?;
+        crate::tls::check(&client_url)?;
         let options = PgConnectOptions::from_str(&client_url)
             .map_err(|error| ConnectError::BadUrl(error.to_string()))?;
         let unreachable = |error: sqlx::Error| ConnectError::Unreachable {

@@ -10,7 +10,7 @@ use crate::PostgresBroker;
 #[derive(Clone, Copy, Debug, Default)]
 pub struct PostgresConnector;
 
-/// Both names the client answers. No TLS yet: the client is built without it.
+/// Both names the client answers; TLS is the URL's `sslmode` (feature `tls`).
 const SCHEMES: &[Scheme] = &[Scheme::plain("postgres"), Scheme::plain("postgresql")];
 
 impl Connector for PostgresConnector {
@@ -23,7 +23,7 @@ impl Connector for PostgresConnector {
     }
 
     fn tls(&self) -> bool {
-        false
+        crate::tls::BUILT_IN
     }
 
     fn connect<'a>(

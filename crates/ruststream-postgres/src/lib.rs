@@ -52,6 +52,7 @@ mod publisher;
 mod row;
 mod schema;
 mod settings;
+mod tls;
 mod wake;
 
 pub use broker::{CAPABILITIES, PostgresBroker};
