@@ -1,7 +1,9 @@
 //! A relay process killed (SIGKILL) while it publishes (its broker stopped answering in
 //! the middle of a batch): the rows of that batch it had published, and not yet deleted,
 //! are published again by the next relay, and no row is lost. The
-//! destination is a real broker that outlives the process: the adapter's own queue.
+//! destination is a real broker that outlives the process: the adapter's own queue. Its
+//! consumer, with the inbox, then runs each message's effects once: the copies carry
+//! the message id the outbox gave the row.
 //! Needs PostgreSQL (`RUSTSTREAM_POSTGRES_URL`, default
 //! `postgres://postgres@127.0.0.1:5432/test`).
 
@@ -127,5 +129,68 @@ async fn a_relay_killed_mid_publishing_duplicates_and_loses_nothing() {
         duplicates > 0,
         "the batch out at the kill was published again"
     );
+    effects_once(&schema, broker.pool().clone(), duplicates).await;
     broker.close().await;
+}
+
+/// Consumes `relayed` through the inbox, writing each number to a table in the inbox's
+/// transaction: every number once, and each copy acknowledged without a run.
+async fn effects_once(schema: &str, pool: sqlx::PgPool, duplicates: i64) {
+    use ruststream::{App, Mount, Outcome, ack};
+    use ruststream_inbox::{Inbox, InboxError, Tx};
+
+    let consumer = support::broker(schema, "").await;
+    let effects = format!("{schema}.effects");
+    sqlx::query(&format!("CREATE TABLE {effects} (n int NOT NULL)"))
+        .execute(&pool)
+        .await
+        .expect("the effects table");
+    let inbox = Inbox::with_table(pool.clone(), &format!("{schema}.inbox"))
+        .await
+        .expect("the inbox");
+    let table: Arc<str> = effects.as_str().into();
+    let running = App::new(consumer)
+        .mount(
+            Mount::new("relayed").workers(4).layer(inbox.clone()),
+            move |tx: Tx, n: u32| {
+                let table = table.clone();
+                async move {
+                    sqlx::query(&format!("INSERT INTO {table} (n) VALUES ($1)"))
+                        .bind(i64::from(n))
+                        .execute(&mut *tx.conn().await?)
+                        .await
+                        .map_err(InboxError::from)?;
+                    Ok::<Outcome, InboxError>(ack())
+                }
+            },
+        )
+        .start()
+        .await
+        .expect("the consumer starts");
+    let counted = || async {
+        let (all, distinct): (i64, i64) = sqlx::query_as(&format!(
+            "SELECT count(*), count(DISTINCT n) FROM {effects}"
+        ))
+        .fetch_one(&pool)
+        .await
+        .expect("effects");
+        (all, distinct)
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while counted().await.1 < i64::from(ROWS) || (inbox.duplicates() as i64) < duplicates {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "handled {:?} of {ROWS}, {} of {duplicates} copies acknowledged",
+            counted().await,
+            inbox.duplicates()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    running.stop().await.expect("a clean stop");
+    assert_eq!(
+        counted().await,
+        (i64::from(ROWS), i64::from(ROWS)),
+        "every number's effect once"
+    );
+    assert_eq!(inbox.duplicates() as i64, duplicates);
 }

@@ -1,6 +1,9 @@
 //! One message on its way into the outbox: its destination, key and headers.
 
-use ruststream_core::{Address, CONTENT_TYPE, HeaderName, HeaderValue, Message};
+use std::hash::{BuildHasher, RandomState};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use ruststream_core::{Address, CONTENT_TYPE, HeaderName, HeaderValue, MESSAGE_ID, Message};
 use serde::Serialize;
 use sqlx::{Executor, Postgres};
 
@@ -57,6 +60,10 @@ impl<'a> Entry<'a> {
     /// Writes the message on `executor` (the caller's transaction: `&mut *tx`) and
     /// returns the row's id; the relays are notified when it commits.
     ///
+    /// A message without a `message-id` is given one (128 random bits, in hex), written
+    /// with it: a relay that crashes after publishing publishes it again under the same
+    /// id, so a consumer's [inbox](https://docs.rs/ruststream-inbox) runs its effects once.
+    ///
     /// A keyed message waits for any uncommitted transaction that wrote the same key (so
     /// a key's ids are in commit order); two transactions writing the same two keys in
     /// opposite orders deadlock, and PostgreSQL aborts one of them.
@@ -64,7 +71,10 @@ impl<'a> Entry<'a> {
     where
         E: Executor<'e, Database = Postgres>,
     {
-        let message = self.message?;
+        let mut message = self.message?;
+        if message.headers.get(MESSAGE_ID).is_none() {
+            message.headers.insert(MESSAGE_ID, new_message_id());
+        }
         if self.to.as_str().is_empty() {
             return Err(OutboxError::BadDestination);
         }
@@ -96,5 +106,31 @@ impl<'a> Entry<'a> {
             .fetch_one(executor)
             .await?;
         Ok(id)
+    }
+}
+
+/// A message id no other message has: 128 bits from two randomly keyed hashers (std's
+/// `RandomState`, seeded from the system's randomness) over a process-wide counter.
+fn new_message_id() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let (a, b) = (RandomState::new(), RandomState::new());
+    format!("{:016x}{:016x}", a.hash_one(n), b.hash_one(n))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use super::new_message_id;
+
+    #[test]
+    fn message_ids_are_128_bits_of_hex_and_differ() {
+        let ids: HashSet<String> = (0..10_000).map(|_| new_message_id()).collect();
+        assert_eq!(ids.len(), 10_000);
+        assert!(
+            ids.iter()
+                .all(|id| id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()))
+        );
     }
 }
