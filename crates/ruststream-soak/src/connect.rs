@@ -17,7 +17,9 @@ async fn connect(url: &str, form: Form) -> Result<Arc<dyn Broker>, BoxError> {
     Ok(match form.server() {
         Server::Lapin => Arc::new(LapinBroker::connect(url).await?),
         Server::Nats => Arc::new(NatsBroker::connect(url).await?),
-        Server::Memory | Server::Redis | Server::Amqp => ruststream::connect(url).await?,
+        Server::Memory | Server::Redis | Server::Amqp | Server::Postgres => {
+            ruststream::connect(url).await?
+        }
     })
 }
 

@@ -41,6 +41,8 @@ pub(crate) enum Form {
     LapinClassic,
     /// A NATS JetStream durable pull consumer (the stream made from the mount).
     Nats,
+    /// A PostgreSQL queue (rows claimed under a lease), the adapter's default options.
+    Postgres,
 }
 
 /// The broker a form runs on: where its URL comes from, and how what is left on it is
@@ -57,6 +59,8 @@ pub(crate) enum Server {
     Lapin,
     /// NATS with JetStream (`RUSTSTREAM_NATS_URL`).
     Nats,
+    /// PostgreSQL (`RUSTSTREAM_POSTGRES_URL`).
+    Postgres,
 }
 
 impl Server {
@@ -71,6 +75,10 @@ impl Server {
                 "amqp://guest:guest@127.0.0.1:5673/%2f",
             ),
             Server::Nats => ("RUSTSTREAM_NATS_URL", "nats://127.0.0.1:4222"),
+            Server::Postgres => (
+                "RUSTSTREAM_POSTGRES_URL",
+                "postgres://postgres@127.0.0.1:5432/test",
+            ),
         };
         std::env::var(var).unwrap_or_else(|_| default.to_owned())
     }
@@ -88,7 +96,7 @@ impl Server {
 pub(crate) const CLAIMING_MIN_IDLE: Duration = Duration::from_secs(2);
 
 impl Form {
-    pub(crate) const ALL: [Form; 12] = [
+    pub(crate) const ALL: [Form; 13] = [
         Form::Memory,
         Form::RedisStream,
         Form::RedisZset,
@@ -101,6 +109,7 @@ impl Form {
         Form::LapinDeclared,
         Form::LapinClassic,
         Form::Nats,
+        Form::Postgres,
     ];
 
     pub(crate) fn name(self) -> &'static str {
@@ -117,6 +126,7 @@ impl Form {
             Form::LapinDeclared => "lapin-declared",
             Form::LapinClassic => "lapin-classic",
             Form::Nats => "nats",
+            Form::Postgres => "postgres",
         }
     }
 
@@ -147,6 +157,9 @@ impl Form {
                 "RabbitMQ 4 classic queue made by the operator (AMQP 0-9-1, lapin, default options)"
             }
             Form::Nats => "NATS JetStream (durable pull consumer, `-NAK` with delay)",
+            Form::Postgres => {
+                "PostgreSQL queue (rows claimed with SKIP LOCKED under a 30 s lease, durable delays)"
+            }
         }
     }
 
@@ -160,6 +173,7 @@ impl Form {
             Form::AmqpQuorum | Form::AmqpDeclared | Form::AmqpClassic => Server::Amqp,
             Form::LapinQuorum | Form::LapinDeclared | Form::LapinClassic => Server::Lapin,
             Form::Nats => Server::Nats,
+            Form::Postgres => Server::Postgres,
         }
     }
 
@@ -204,7 +218,7 @@ impl Form {
                 mount.option(LapinOptions::new().declare(LapinQueueType::Quorum))
             }
             Form::LapinClassic => mount,
-            Form::Nats => mount,
+            Form::Nats | Form::Postgres => mount,
         }
     }
 
@@ -215,7 +229,7 @@ impl Form {
         match self.server() {
             Server::Amqp => mount.option(SubscribeOptions::new().declare(QueueType::Classic)),
             Server::Lapin => mount.option(LapinOptions::new().declare(LapinQueueType::Classic)),
-            Server::Memory | Server::Redis | Server::Nats => mount,
+            Server::Memory | Server::Redis | Server::Nats | Server::Postgres => mount,
         }
     }
 }

@@ -78,6 +78,47 @@ pub(crate) fn redis(url: &str, form: Form, address: &str) -> io::Result<u64> {
     Ok(total)
 }
 
+/// Runs one SQL statement with `psql` on the database of `url` (its query, the adapter's
+/// settings, left out) and returns its one value.
+fn psql(url: &str, sql: &str) -> io::Result<String> {
+    let database = url.split('?').next().unwrap_or(url);
+    let out = bounded("psql")
+        .args([database, "-Atq", "-v", "ON_ERROR_STOP=1", "-c", sql])
+        .stderr(Stdio::null())
+        .output()?;
+    if !out.status.success() {
+        return Err(io::Error::other(format!("psql {sql:?} failed")));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The adapter's table of messages (the default schema, `ruststream`).
+const POSTGRES_MESSAGES: &str = "ruststream.ruststream_messages";
+
+/// Rows still in the run's queue and its dead letter: waiting, leased, or delayed.
+pub(crate) fn postgres(url: &str, address: &str) -> io::Result<u64> {
+    let out = psql(
+        url,
+        &format!(
+            "SELECT count(*) FROM {POSTGRES_MESSAGES} WHERE queue IN ('{address}', '{}')",
+            dead_letter_of(address)
+        ),
+    )?;
+    Ok(number(&out))
+}
+
+/// Deletes the run's rows.
+pub(crate) fn postgres_clean(url: &str, address: &str) -> io::Result<()> {
+    psql(
+        url,
+        &format!(
+            "DELETE FROM {POSTGRES_MESSAGES} WHERE queue IN ('{address}', '{}')",
+            dead_letter_of(address)
+        ),
+    )
+    .map(drop)
+}
+
 /// Deletes every key of a run.
 pub(crate) fn redis_clean(url: &str, address: &str) -> io::Result<()> {
     let keys = scan(url, &format!("*{address}*"))?;

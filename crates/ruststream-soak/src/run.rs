@@ -372,6 +372,7 @@ impl<'a> Run<'a> {
         Ok(match self.plan.form.server() {
             Server::Amqp | Server::Lapin => pending::amqp(self.address)?,
             Server::Nats => jetstream::pending(&self.direct, self.address).await?,
+            Server::Postgres => pending::postgres(&self.direct, self.address)?,
             Server::Memory | Server::Redis => {
                 pending::redis(&self.direct, self.plan.form, self.address)?
             }
@@ -404,6 +405,9 @@ impl<'a> Run<'a> {
         let result = match self.plan.form.server() {
             Server::Amqp | Server::Lapin => pending::amqp_clean(self.address).map_err(Into::into),
             Server::Nats => jetstream::clean(&self.direct, self.address).await,
+            Server::Postgres => {
+                pending::postgres_clean(&self.direct, self.address).map_err(Into::into)
+            }
             Server::Memory | Server::Redis => {
                 pending::redis_clean(&self.direct, self.address).map_err(Into::into)
             }
