@@ -16,6 +16,7 @@ use tokio::task::JoinHandle;
 use crate::acker::MqttAcker;
 use crate::connection;
 use crate::error::ConnectError;
+use crate::keeper::Targets;
 use crate::ledger::Ledger;
 use crate::outbox::{self, Outbox};
 use crate::publisher::MqttPublisher;
@@ -40,7 +41,8 @@ pub struct MqttBroker {
 }
 
 struct Inner {
-    url: Url,
+    url: Arc<Url>,
+    targets: Arc<Targets>,
     outbox: Arc<Outbox>,
     closed: watch::Sender<bool>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
@@ -57,7 +59,8 @@ impl MqttBroker {
         let publishing = tokio::spawn(outbox::run(outbox.clone(), url.clone(), closed.subscribe()));
         Ok(Self {
             inner: Arc::new(Inner {
-                url,
+                url: Arc::new(url),
+                targets: Arc::default(),
                 outbox,
                 closed,
                 tasks: Mutex::new(vec![publishing]),
@@ -80,6 +83,15 @@ impl MqttBroker {
             return Err(SubscribeError::BadAddress(format!("{filter}: {why}")));
         }
         let mounted = settings::mounted(filter, &self.inner.url.settings, &spec.options)?;
+        let declaration = &spec.declaration;
+        for target in [&declaration.dead_letter, &declaration.retry_to]
+            .into_iter()
+            .flatten()
+        {
+            if target.as_str() != filter && topic::name_problem(target.as_str()).is_none() {
+                self.inner.targets.declare(target.as_str());
+            }
+        }
         self.start(spec.address.clone(), &mounted, true, spec.in_flight)
             .await
     }
@@ -183,6 +195,8 @@ impl Broker for MqttBroker {
     fn publisher(&self) -> Arc<dyn Publish> {
         Arc::new(MqttPublisher {
             outbox: self.inner.outbox.clone(),
+            url: self.inner.url.clone(),
+            targets: self.inner.targets.clone(),
         })
     }
 

@@ -57,6 +57,7 @@ mod connection;
 mod connector;
 mod error;
 mod headers;
+mod keeper;
 mod ledger;
 mod options;
 mod outbox;

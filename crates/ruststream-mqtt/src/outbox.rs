@@ -135,16 +135,16 @@ impl Outbox {
     }
 }
 
+/// What a publish no subscription matches fails with (`BadAddress`).
+pub(crate) const UNROUTED: &str = "no subscription matches the topic: the broker dropped the message \
+     (unrouted=accept takes that as done)";
+
 /// What a PUBACK's reason means to the publish.
 fn answer(ack: &PubAck, accept_unrouted: bool) -> Result<(), PublishErrorKind> {
     match ack.reason {
         PubAckReason::Success => Ok(()),
         PubAckReason::NoMatchingSubscribers if accept_unrouted => Ok(()),
-        PubAckReason::NoMatchingSubscribers => Err(PublishErrorKind::BadAddress(
-            "no subscription matches the topic: the broker dropped the message \
-             (unrouted=accept takes that as done)"
-                .into(),
-        )),
+        PubAckReason::NoMatchingSubscribers => Err(PublishErrorKind::BadAddress(UNROUTED.into())),
         PubAckReason::TopicNameInvalid => Err(PublishErrorKind::BadAddress(
             "the broker refused the topic".into(),
         )),

@@ -9,7 +9,9 @@ use ruststream_core::{Address, BoxFuture, Message, Publish, PublishError, Publis
 
 use crate::connection::MAX_PACKET;
 use crate::headers::to_properties;
-use crate::outbox::{Handed, Outbox};
+use crate::keeper::{self, Targets};
+use crate::outbox::{Handed, Outbox, UNROUTED};
+use crate::settings::Url;
 use crate::topic;
 
 /// The largest payload a publish takes: MQTT's largest packet less room for the topic
@@ -23,6 +25,9 @@ const WAIT_FOR_CONNECTION: Duration = Duration::from_secs(10);
 #[derive(Clone)]
 pub(crate) struct MqttPublisher {
     pub(crate) outbox: Arc<Outbox>,
+    pub(crate) url: Arc<Url>,
+    /// The topics mounts send copies to: kept when nobody subscribes to them.
+    pub(crate) targets: Arc<Targets>,
 }
 
 impl MqttPublisher {
@@ -67,7 +72,19 @@ impl MqttPublisher {
 impl Publish for MqttPublisher {
     fn publish(&self, to: Address, message: Message) -> BoxFuture<'_, Result<(), PublishError>> {
         Box::pin(async move {
-            self.send(&to, &message).await.map_err(|kind| PublishError {
+            let mut sent = self.send(&to, &message).await;
+            // A mount's dead letter or retry copy that no subscription matches: the
+            // topic's session is made (see `keeper`), and the copy published again.
+            if matches!(&sent, Err(PublishErrorKind::BadAddress(why)) if why == UNROUTED)
+                && self.targets.declared(to.as_str())
+            {
+                match keeper::keep(&self.url, to.as_str()).await {
+                    Ok(()) => sent = self.send(&to, &message).await,
+                    Err(why) => tracing::warn!(topic = %to, error = %why,
+                        "mqtt: cannot keep a session for this mount's target"),
+                }
+            }
+            sent.map_err(|kind| PublishError {
                 address: to.to_string(),
                 kind,
                 message,

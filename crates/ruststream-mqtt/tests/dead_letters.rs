@@ -1,0 +1,95 @@
+//! A mount's dead letter whose topic nobody subscribes to yet, with default options: the
+//! copy is kept in the session a default mount on that topic would have, the original is
+//! acknowledged (so its subscription goes on), and a consumer started later gets it.
+//! Needs an MQTT 5 broker (Mosquitto 2 on 127.0.0.1:1883; `RUSTSTREAM_MQTT_URL`).
+
+mod support;
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use ruststream::{App, Mount, Settled, retry};
+use ruststream_core::{Broker, Message, SubscribeSpec};
+use tokio::sync::mpsc;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_letter_nobody_subscribes_to_is_kept_for_its_consumer() {
+    let topic = support::unique("kept");
+    let dead = format!("{topic}/dead");
+    let (settled, mut settlements) = mpsc::unbounded_channel();
+    let running = App::new(support::connect().await)
+        .mount(
+            Mount::new(topic.as_str())
+                .max_attempts(1)
+                .dead_letter(dead.as_str()),
+            |_: String| async { retry() },
+        )
+        .after_settle(move |s: &Settled| {
+            let _ = settled.send((s.is_ok(), s.error().map(ToString::to_string)));
+        })
+        .start()
+        .await
+        .expect("starts");
+    let publisher = support::connect().await;
+    for n in 0..2 {
+        publisher
+            .publisher()
+            .publish(
+                topic.as_str().into(),
+                Message::new(format!("\"spent {n}\"")),
+            )
+            .await
+            .expect("published");
+    }
+    // Both spent originals are settled: the dead letters were taken, not owed.
+    for n in 0..2 {
+        let (ok, error) = tokio::time::timeout(Duration::from_secs(20), settlements.recv())
+            .await
+            .unwrap_or_else(|_| {
+                panic!("original {n} not settled within 20 s: its dead letter is owed")
+            })
+            .expect("running");
+        assert!(ok, "original {n}: {error:?}");
+    }
+    running.stop().await.expect("a clean stop");
+
+    // The consumer a default mount on the dead-letter topic is gets both.
+    let later = support::connect().await;
+    let mut letters = later
+        .subscribe(SubscribeSpec::new(dead.as_str()))
+        .await
+        .expect("subscribed")
+        .deliveries;
+    let mut got = Vec::new();
+    for _ in 0..2 {
+        let letter = tokio::time::timeout(Duration::from_secs(10), letters.next())
+            .await
+            .expect("a kept dead letter within 10 s")
+            .expect("open")
+            .expect("a delivery");
+        got.push(String::from_utf8_lossy(letter.payload()).into_owned());
+        letter
+            .settle(ruststream_core::Settlement::Accept)
+            .await
+            .expect("acked");
+    }
+    got.sort();
+    assert_eq!(got, ["\"spent 0\"", "\"spent 1\""]);
+    later.close().await;
+    publisher.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publish_to_a_topic_no_mount_sends_to_still_fails_unrouted() {
+    let broker = support::connect().await;
+    let error = broker
+        .publisher()
+        .publish(support::unique("nobody").into(), Message::new("x"))
+        .await
+        .expect_err("nobody subscribes");
+    assert!(
+        error.to_string().contains("no subscription matches"),
+        "{error}"
+    );
+    broker.close().await;
+}
