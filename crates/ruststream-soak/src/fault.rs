@@ -17,6 +17,8 @@ pub(crate) enum Fault {
     RabbitRestart,
     /// The harness's own nats-server (JetStream, its own store) SIGKILLed and restarted.
     NatsRestart,
+    /// The harness's own PostgreSQL (every process of it) SIGKILLed and restarted.
+    PostgresRestart,
     /// Every consumer connection reset by the proxy, every 1–3 s.
     Reset,
     /// Every consumer connection black-holed by the proxy for a while, then resumed.
@@ -24,12 +26,13 @@ pub(crate) enum Fault {
 }
 
 impl Fault {
-    pub(crate) const ALL: [Fault; 7] = [
+    pub(crate) const ALL: [Fault; 8] = [
         Fault::None,
         Fault::Kill,
         Fault::RedisKill,
         Fault::RabbitRestart,
         Fault::NatsRestart,
+        Fault::PostgresRestart,
         Fault::Reset,
         Fault::BlackHole,
     ];
@@ -41,6 +44,7 @@ impl Fault {
             Fault::RedisKill => "redis-kill",
             Fault::RabbitRestart => "rabbit-restart",
             Fault::NatsRestart => "nats-restart",
+            Fault::PostgresRestart => "postgres-restart",
             Fault::Reset => "reset",
             Fault::BlackHole => "black-hole",
         }
@@ -56,6 +60,9 @@ impl Fault {
                 "the Redis server SIGKILLed and restarted (its own server, AOF appendfsync always)"
             }
             Fault::RabbitRestart => "RabbitMQ 4 restarted (`scripts/rabbitmq4.sh restart`)",
+            Fault::PostgresRestart => {
+                "the PostgreSQL server SIGKILLed, every process of it, and restarted (its own server, fsync on)"
+            }
             Fault::NatsRestart => {
                 "the NATS server SIGKILLed and restarted (its own nats-server, JetStream store of its own)"
             }
@@ -76,7 +83,7 @@ impl Fault {
         match self {
             Fault::None => 0,
             Fault::RabbitRestart | Fault::BlackHole => 1,
-            Fault::RedisKill | Fault::NatsRestart => 2,
+            Fault::RedisKill | Fault::NatsRestart | Fault::PostgresRestart => 2,
             Fault::Kill | Fault::Reset => 3,
         }
     }
@@ -92,6 +99,7 @@ impl Fault {
             Fault::RedisKill => form.server() == Server::Redis,
             Fault::RabbitRestart => form.server().is_rabbit(),
             Fault::NatsRestart => form.server() == Server::Nats,
+            Fault::PostgresRestart => form.server() == Server::Postgres,
         };
         if fits {
             Ok(())

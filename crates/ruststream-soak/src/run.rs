@@ -61,6 +61,12 @@ impl<'a> Run<'a> {
                 nats = Some(own);
                 url
             }
+            Fault::PostgresRestart => {
+                let own = OwnServer::start(Kind::Postgres, dir.join("postgres-data"))?;
+                let url = own.url();
+                server = Some(own);
+                url
+            }
             _ => plan.form.server().url(),
         };
         let mut proxy = None;
@@ -233,7 +239,7 @@ impl<'a> Run<'a> {
             let wait = match self.plan.fault {
                 Fault::None => Duration::from_secs(3600),
                 Fault::Kill | Fault::Reset => Duration::from_millis(1_000 + self.roll(2_000)),
-                Fault::RedisKill | Fault::NatsRestart => {
+                Fault::RedisKill | Fault::NatsRestart | Fault::PostgresRestart => {
                     Duration::from_millis(3_000 + self.roll(2_000))
                 }
                 Fault::RabbitRestart => {
@@ -287,7 +293,7 @@ impl<'a> Run<'a> {
                 self.consumers.push(self.spawn_consumer(false)?);
                 self.fault_ends.push(now_ms());
             }
-            Fault::RedisKill => {
+            Fault::RedisKill | Fault::PostgresRestart => {
                 let server = self.server.as_mut().ok_or("no server")?;
                 server.kill();
                 tokio::time::sleep(Duration::from_millis(1_000)).await;

@@ -1,9 +1,13 @@
 //! A server of the harness's own, on a free port, with its data in a directory of its
 //! own: the one a server-kill scenario kills and starts again (never the machine's
 //! servers, which others use). A redis-server with AOF `appendfsync always` for the
-//! Redis-kill scenario; a nats-server with JetStream for the NATS restart scenario.
+//! Redis-kill scenario; a nats-server with JetStream for the NATS restart scenario; a
+//! PostgreSQL cluster (`initdb` in the run's folder, run as the `postgres` user, fsync
+//! on) for the PostgreSQL restart scenario, killed as a machine crash would: every
+//! process of it at once.
 
 use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -13,6 +17,7 @@ use std::time::Duration;
 pub(crate) enum Kind {
     Redis,
     Nats,
+    Postgres,
 }
 
 /// A server the harness runs; killed on drop, its data removed.
@@ -28,6 +33,9 @@ impl OwnServer {
     pub(crate) fn start(kind: Kind, dir: PathBuf) -> std::io::Result<Self> {
         let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
         std::fs::create_dir_all(&dir)?;
+        if kind == Kind::Postgres {
+            initdb(&dir)?;
+        }
         let mut server = Self {
             kind,
             port,
@@ -43,6 +51,7 @@ impl OwnServer {
         let (variable, default) = match self.kind {
             Kind::Redis => ("RUSTSTREAM_REDIS_SERVER", "redis-server"),
             Kind::Nats => ("RUSTSTREAM_NATS_SERVER", "nats-server"),
+            Kind::Postgres => return ("RUSTSTREAM_POSTGRES_BIN", postgres_bin("postgres")),
         };
         let binary = std::env::var(variable).unwrap_or_else(|_| default.to_owned());
         (variable, binary)
@@ -58,6 +67,18 @@ impl OwnServer {
                 .args(["--appendonly", "yes", "--appendfsync", "always"])
                 .arg("--dir"),
             Kind::Nats => command.args(["-js", "-a", "127.0.0.1", "-p", &port, "-sd"]),
+            Kind::Postgres => {
+                let mut as_postgres = as_postgres();
+                as_postgres
+                    .arg(binary)
+                    .args(["-p", &port, "-c", "listen_addresses=127.0.0.1"])
+                    .args(["-c", "fsync=on", "-c", "unix_socket_directories="])
+                    .arg("-D")
+                    .arg(&self.dir)
+                    // Its own process group: the kill takes every process of it.
+                    .process_group(0);
+                return as_postgres;
+            }
         };
         command.arg(&self.dir);
         command
@@ -70,6 +91,10 @@ impl OwnServer {
                 crate::pending::redis_cli(&self.url(), &["PING"]).is_ok_and(|r| r.trim() == "PONG")
             }
             Kind::Nats => std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok(),
+            Kind::Postgres => Command::new(postgres_bin("pg_isready"))
+                .args(["-q", "-h", "127.0.0.1", "-p", &self.port.to_string()])
+                .status()
+                .is_ok_and(|s| s.success()),
         }
     }
 
@@ -103,13 +128,34 @@ impl OwnServer {
         let scheme = match self.kind {
             Kind::Redis => "redis",
             Kind::Nats => "nats",
+            Kind::Postgres => {
+                return format!("postgres://postgres@127.0.0.1:{}/postgres", self.port);
+            }
         };
         format!("{scheme}://127.0.0.1:{}", self.port)
     }
 
-    /// SIGKILL.
+    /// SIGKILL (PostgreSQL: every process of its group, and waits until none is left,
+    /// so that a restart finds its shared memory free).
     pub(crate) fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
+            if self.kind == Kind::Postgres {
+                let group = format!("-{}", child.id());
+                let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
+                let _ = child.wait();
+                for _ in 0..200 {
+                    let alive = Command::new("kill")
+                        .args(["-0", "--", &group])
+                        .stderr(Stdio::null())
+                        .status()
+                        .is_ok_and(|s| s.success());
+                    if !alive {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                return;
+            }
             let _ = child.kill();
             let _ = child.wait();
         }
@@ -126,5 +172,55 @@ impl Drop for OwnServer {
     fn drop(&mut self) {
         self.kill();
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A PostgreSQL program: `RUSTSTREAM_POSTGRES_BIN`'s, else the newest under
+/// `/usr/lib/postgresql/<version>/bin` (Debian's layout), else on the path.
+fn postgres_bin(program: &str) -> String {
+    let dir = std::env::var("RUSTSTREAM_POSTGRES_BIN").ok().or_else(|| {
+        let mut versions: Vec<u32> = std::fs::read_dir("/usr/lib/postgresql")
+            .ok()?
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+            .collect();
+        versions.sort_unstable();
+        versions
+            .last()
+            .map(|v| format!("/usr/lib/postgresql/{v}/bin"))
+    });
+    match dir {
+        Some(dir) => format!("{dir}/{program}"),
+        None => program.to_owned(),
+    }
+}
+
+/// A command run as the `postgres` user (PostgreSQL refuses to run as root).
+fn as_postgres() -> Command {
+    let mut command = Command::new("setpriv");
+    command.args(["--reuid=postgres", "--regid=postgres", "--clear-groups"]);
+    command
+}
+
+/// A new cluster in `dir`: owned by `postgres`, trust authentication.
+fn initdb(dir: &std::path::Path) -> std::io::Result<()> {
+    let chown = Command::new("chown")
+        .arg("postgres:postgres")
+        .arg(dir)
+        .status()?;
+    let made = as_postgres()
+        .arg(postgres_bin("initdb"))
+        .args(["-A", "trust", "-U", "postgres", "-D"])
+        .arg(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()?;
+    if chown.success() && made.success() {
+        Ok(())
+    } else {
+        Err(std::io::Error::other(format!(
+            "initdb in {} failed (needs root, the postgres user and {})",
+            dir.display(),
+            postgres_bin("initdb")
+        )))
     }
 }
