@@ -15,28 +15,11 @@ use std::time::Duration;
 use ruststream::layer::{Handling, Layer, Middleware, Subscribed};
 use ruststream::{App, Attempt, Delivery, Mount, Outcome, ack};
 use ruststream_conformance::child::Child;
-use ruststream_core::{Broker, SubscribeSpec};
 use ruststream_inbox::{Inbox, InboxError, Tx};
-use ruststream_lapin::LapinBroker;
 use support::{Tables, until};
 
 /// The child's queue and tables (`queue inbox effects when`), set by the parent.
 const CHILD: &str = "RUSTSTREAM_INBOX_CRASH";
-
-fn rabbitmq_url() -> String {
-    std::env::var("RUSTSTREAM_LAPIN_URL")
-        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
-}
-
-async fn rabbitmq() -> LapinBroker {
-    let url = rabbitmq_url();
-    LapinBroker::connect(&url).await.unwrap_or_else(|e| {
-        panic!(
-            "this test needs RabbitMQ at {url}: {e}; start the machine's RabbitMQ \
-             (service rabbitmq-server start) or set RUSTSTREAM_LAPIN_URL"
-        )
-    })
-}
 
 /// Holds a handled delivery after everything inside it (the inbox's commit) until the
 /// process is killed, and says so.
@@ -96,7 +79,7 @@ async fn child_handling_through_the_inbox() {
     if !before {
         mount = mount.layer(HoldAfterCommit);
     }
-    let _running = App::new(rabbitmq().await)
+    let _running = App::new(support::rabbitmq().await)
         .mount(
             mount,
             move |tx: Tx, Attempt(attempt): Attempt, message: String| {
@@ -122,16 +105,7 @@ async fn child_handling_through_the_inbox() {
 /// returns the inbox, the handler's runs here and the tables.
 async fn killed(when: &str, marker: &'static str) -> (Inbox, usize, Tables) {
     let tables = Tables::new(&format!("crash_{when}")).await;
-    let queue = support::unique("inbox_crash");
-    let broker = rabbitmq().await;
-    // The queue as the mount declares it (a durable quorum queue), before the publish.
-    drop(
-        broker
-            .subscribe(SubscribeSpec::new(queue.as_str()))
-            .await
-            .expect("the queue declared"),
-    );
-    let publisher = ruststream::Publisher::for_broker(Arc::new(broker));
+    let (queue, publisher) = support::rabbitmq_queue("inbox_crash").await;
     publisher
         .message(queue.as_str(), "order 7")
         .message_id("order-7")
@@ -153,7 +127,7 @@ async fn killed(when: &str, marker: &'static str) -> (Inbox, usize, Tables) {
     let runs = Arc::new(AtomicUsize::new(0));
     let effects: Arc<str> = tables.effects.as_str().into();
     let counted = runs.clone();
-    let running = App::new(rabbitmq().await)
+    let running = App::new(support::rabbitmq().await)
         .mount(
             Mount::new(queue.as_str()).layer(inbox.clone()),
             move |tx: Tx, Attempt(attempt): Attempt, message: String| {

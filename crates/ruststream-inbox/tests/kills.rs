@@ -12,9 +12,7 @@ use std::time::Duration;
 
 use ruststream::{App, Mount, Outcome, ack};
 use ruststream_conformance::child::Child;
-use ruststream_core::{Broker, SubscribeSpec};
 use ruststream_inbox::{Inbox, InboxError, Tx};
-use ruststream_lapin::LapinBroker;
 use support::{Tables, until};
 
 /// The child's queue and tables (`queue inbox effects`), set by the parent.
@@ -22,23 +20,12 @@ const CHILD: &str = "RUSTSTREAM_INBOX_KILLS";
 const MESSAGES: u64 = 2_000;
 const KILLS: usize = 12;
 
-async fn rabbitmq() -> LapinBroker {
-    let url = std::env::var("RUSTSTREAM_LAPIN_URL")
-        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned());
-    LapinBroker::connect(&url).await.unwrap_or_else(|e| {
-        panic!(
-            "this test needs RabbitMQ at {url}: {e}; start the machine's RabbitMQ \
-             (service rabbitmq-server start) or set RUSTSTREAM_LAPIN_URL"
-        )
-    })
-}
-
 /// A consumer of `queue` through the inbox: each message's number written to `effects`
 /// in the inbox's transaction, with a few milliseconds on either side of the write so
 /// that a kill lands anywhere.
 async fn consumer(queue: &str, inbox: Inbox, effects: &str) -> ruststream::Running {
     let effects: Arc<str> = effects.into();
-    App::new(rabbitmq().await)
+    App::new(support::rabbitmq().await)
         .mount(
             Mount::new(queue).workers(4).layer(inbox),
             move |tx: Tx, n: u64| {
@@ -82,15 +69,7 @@ async fn child_consuming_through_the_inbox() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_consumers_leave_every_effect_exactly_once() {
     let tables = Tables::new("kills").await;
-    let queue = support::unique("inbox_kills");
-    let broker = rabbitmq().await;
-    drop(
-        broker
-            .subscribe(SubscribeSpec::new(queue.as_str()))
-            .await
-            .expect("the queue declared"),
-    );
-    let publisher = ruststream::Publisher::for_broker(Arc::new(broker));
+    let (queue, publisher) = support::rabbitmq_queue("inbox_kills").await;
     for n in 0..MESSAGES {
         publisher
             .message(queue.as_str(), &n)

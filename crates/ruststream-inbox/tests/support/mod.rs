@@ -6,8 +6,12 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use std::sync::Arc;
+
+use ruststream_core::{Broker, SubscribeSpec};
 use ruststream_inbox::Inbox;
 use ruststream_inbox::sqlx::PgPool;
+use ruststream_lapin::LapinBroker;
 
 /// The server under test: `RUSTSTREAM_POSTGRES_URL`, else the local one.
 pub fn url() -> String {
@@ -25,6 +29,33 @@ pub async fn pool() -> PgPool {
              CI) or set RUSTSTREAM_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"
         ),
     }
+}
+
+/// A connection to RabbitMQ (`RUSTSTREAM_LAPIN_URL`, default the machine's); a missing
+/// one fails the test saying how to start it.
+pub async fn rabbitmq() -> LapinBroker {
+    let url = std::env::var("RUSTSTREAM_LAPIN_URL")
+        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned());
+    LapinBroker::connect(&url).await.unwrap_or_else(|e| {
+        panic!(
+            "this test needs RabbitMQ at {url}: {e}; start the machine's RabbitMQ \
+             (service rabbitmq-server start) or set RUSTSTREAM_LAPIN_URL"
+        )
+    })
+}
+
+/// A new RabbitMQ queue, declared as a mount on it declares it (a durable quorum queue),
+/// and a publisher to it.
+pub async fn rabbitmq_queue(prefix: &str) -> (String, ruststream::Publisher) {
+    let queue = unique(prefix);
+    let broker = rabbitmq().await;
+    drop(
+        broker
+            .subscribe(SubscribeSpec::new(queue.as_str()))
+            .await
+            .expect("the queue declared"),
+    );
+    (queue, ruststream::Publisher::for_broker(Arc::new(broker)))
 }
 
 /// A name no other test uses, for a table.
