@@ -65,13 +65,13 @@ impl Default for Claim {
     }
 }
 
-/// The default schema.
-pub(crate) const SCHEMA: &str = "ruststream";
+/// The schema of the adapter's tables when the URL names none (`schema=`).
+pub const DEFAULT_SCHEMA: &str = "ruststream";
 
 /// Reads the URL's settings: an unknown key or a bad value is an error naming it.
 pub(crate) fn connection(settings: &[Setting]) -> Result<Connection, SubscribeError> {
     let mut connection = Connection {
-        schema: SCHEMA.to_owned(),
+        schema: DEFAULT_SCHEMA.to_owned(),
         max_connections: 10,
         claim: Claim::default(),
     };

@@ -92,31 +92,37 @@ fn psql(url: &str, sql: &str) -> io::Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// The adapter's table of messages (the default schema, `ruststream`).
-const POSTGRES_MESSAGES: &str = "ruststream.ruststream_messages";
+/// The adapter's table of messages: in the URL's `schema`, else the adapter's default.
+fn postgres_messages(url: &str) -> String {
+    let (_, settings) = ruststream::core::split_query(url, |_| false);
+    let schema = settings
+        .iter()
+        .find(|s| s.key == "schema")
+        .map_or(ruststream::postgres::DEFAULT_SCHEMA, |s| s.value.as_str());
+    format!("{schema}.ruststream_messages")
+}
+
+/// The rows of the run's queue and its dead letter, as a `WHERE` clause.
+fn postgres_rows(url: &str, address: &str) -> String {
+    format!(
+        "{} WHERE queue IN ('{address}', '{}')",
+        postgres_messages(url),
+        dead_letter_of(address)
+    )
+}
 
 /// Rows still in the run's queue and its dead letter: waiting, leased, or delayed.
 pub(crate) fn postgres(url: &str, address: &str) -> io::Result<u64> {
     let out = psql(
         url,
-        &format!(
-            "SELECT count(*) FROM {POSTGRES_MESSAGES} WHERE queue IN ('{address}', '{}')",
-            dead_letter_of(address)
-        ),
+        &format!("SELECT count(*) FROM {}", postgres_rows(url, address)),
     )?;
     Ok(number(&out))
 }
 
 /// Deletes the run's rows.
 pub(crate) fn postgres_clean(url: &str, address: &str) -> io::Result<()> {
-    psql(
-        url,
-        &format!(
-            "DELETE FROM {POSTGRES_MESSAGES} WHERE queue IN ('{address}', '{}')",
-            dead_letter_of(address)
-        ),
-    )
-    .map(drop)
+    psql(url, &format!("DELETE FROM {}", postgres_rows(url, address))).map(drop)
 }
 
 /// Deletes every key of a run.
@@ -187,6 +193,18 @@ pub(crate) fn amqp_clean(address: &str) -> io::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_messages_table_is_in_the_urls_schema_else_the_adapters() {
+        assert_eq!(
+            super::postgres_messages("postgres://h/db"),
+            "ruststream.ruststream_messages"
+        );
+        assert_eq!(
+            super::postgres_messages("postgres://h/db?sslmode=prefer&schema=soak"),
+            "soak.ruststream_messages"
+        );
+    }
+
     use super::*;
 
     #[test]
