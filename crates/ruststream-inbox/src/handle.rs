@@ -35,17 +35,23 @@ impl Middleware for InboxMiddleware {
 
     fn around(&self, delivery: &Delivery, handling: Handling) -> Handling {
         // Taken here, in the call that made the handler's arguments: its `Tx`'s slot.
-        let slot = take_made(delivery).unwrap_or_default();
+        let made = take_made(delivery);
         let key = (self.inbox.key)(delivery);
-        if key.is_none() && !self.warned.swap(true, Ordering::Relaxed) {
-            tracing::warn!(subscription = %self.subscription,
-                "inbox: a message without a message-id cannot be recognised again; it is handled each time it comes");
+        if key.is_none() {
+            if !self.warned.swap(true, Ordering::Relaxed) {
+                tracing::warn!(subscription = %self.subscription,
+                    "inbox: a message without a message-id cannot be recognised again; it is handled each time it comes");
+            }
+            // Nothing to record and no `Tx` to write in: no transaction either.
+            if made.is_none() {
+                return handling;
+            }
         }
         Box::pin(handled(
             self.inbox.clone(),
             Arc::clone(&self.subscription),
             key,
-            slot,
+            made.unwrap_or_default(),
             handling,
         ))
     }

@@ -155,7 +155,7 @@ async fn a_panic_rolls_back_the_handlers_writes() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn copies_handled_at_the_same_time_run_the_handler_once() {
+async fn copies_handled_at_once_with_workers_run_the_handler_once() {
     let tables = Tables::new("concurrent").await;
     let inbox = tables.inbox().await;
     let mut shared = Shared::new(&tables, ack);
@@ -365,4 +365,45 @@ async fn publish_to(running: &Running, to: &str, id: &str) {
         .send()
         .await
         .expect("published");
+}
+
+/// A message without an id, on a mount whose handler takes no `Tx`: the inbox has
+/// nothing to record and nothing to commit, so it opens no transaction (here the pool's
+/// one connection is held elsewhere, and the handler still runs at once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_id_and_no_tx_takes_no_connection() {
+    let tables = Tables::new("noconn").await;
+    let pool = ruststream_inbox::sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .acquire_timeout(Duration::from_secs(5))
+        .connect(&support::url())
+        .await
+        .expect("a pool of one");
+    let inbox = Inbox::with_table(pool.clone(), &tables.inbox)
+        .await
+        .expect("the inbox");
+    let held = pool.acquire().await.expect("the one connection");
+    let (said, mut heard) = tokio::sync::mpsc::unbounded_channel();
+    let running = App::new(MemoryBroker::new())
+        .mount(Mount::new("orders").layer(inbox), move |_: String| {
+            let said = said.clone();
+            async move {
+                let _ = said.send(());
+            }
+        })
+        .start()
+        .await
+        .expect("starts");
+    running
+        .publisher()
+        .publish("orders", "no id")
+        .await
+        .expect("sent");
+    tokio::time::timeout(Duration::from_secs(2), heard.recv())
+        .await
+        .expect("handled without waiting for a connection")
+        .expect("running");
+    drop(held);
+    running.stop().await.expect("a clean stop");
+    tables.drop_all().await;
 }
