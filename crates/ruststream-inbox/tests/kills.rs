@@ -26,23 +26,20 @@ const KILLS: usize = 12;
 async fn consumer(queue: &str, inbox: Inbox, effects: &str) -> ruststream::Running {
     let effects: Arc<str> = effects.into();
     App::new(support::rabbitmq().await)
-        .mount(
-            Mount::new(queue).workers(4).layer(inbox),
-            move |tx: Tx, n: u64| {
-                let effects = effects.clone();
-                async move {
-                    tokio::time::sleep(Duration::from_millis(n % 3)).await;
-                    ruststream_inbox::sqlx::query(&format!(
-                        "INSERT INTO {effects} (message, attempt) VALUES ($1, 0)"
-                    ))
-                    .bind(n.to_string())
-                    .execute(&mut *tx.conn().await?)
-                    .await?;
-                    tokio::time::sleep(Duration::from_millis(n % 2)).await;
-                    Ok::<Outcome, InboxError>(ack())
-                }
-            },
-        )
+        .mount(Mount::new(queue).layer(inbox), move |tx: Tx, n: u64| {
+            let effects = effects.clone();
+            async move {
+                tokio::time::sleep(Duration::from_millis(n % 3)).await;
+                ruststream_inbox::sqlx::query(&format!(
+                    "INSERT INTO {effects} (message, attempt) VALUES ($1, 0)"
+                ))
+                .bind(n.to_string())
+                .execute(&mut *tx.conn().await?)
+                .await?;
+                tokio::time::sleep(Duration::from_millis(n % 2)).await;
+                Ok::<Outcome, InboxError>(ack())
+            }
+        })
         .start()
         .await
         .expect("the consumer starts")

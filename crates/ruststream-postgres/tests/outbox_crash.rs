@@ -151,7 +151,7 @@ async fn effects_once(schema: &str, pool: sqlx::PgPool, duplicates: i64) {
     let table: Arc<str> = effects.as_str().into();
     let running = App::new(consumer)
         .mount(
-            Mount::new("relayed").workers(4).layer(inbox.clone()),
+            Mount::new("relayed").layer(inbox.clone()),
             move |tx: Tx, n: u32| {
                 let table = table.clone();
                 async move {
