@@ -43,6 +43,7 @@ mod inbox;
 pub mod logs;
 mod macros;
 mod observed;
+pub mod postgres;
 mod recorder;
 mod report;
 mod runner;

@@ -1,12 +1,9 @@
 //! The inbox on the form: a message delivered twice is handled once.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use ruststream::{Verdict, ack};
 use ruststream_core::{MESSAGE_ID, Message};
 use ruststream_inbox::Inbox as HandledOnce;
-use ruststream_inbox::sqlx::{self, PgPool};
+use ruststream_inbox::sqlx;
 
 use super::publish;
 use crate::Harness;
@@ -21,7 +18,10 @@ use crate::service::Service;
 /// (`RUSTSTREAM_POSTGRES_URL`, default `postgres://postgres@127.0.0.1:5432/test`).
 pub async fn delivered_twice_handled_once(h: &impl Harness) {
     let address = h.fresh_address();
-    let (pool, table) = inbox_table().await;
+    let (pool, table) = (
+        crate::postgres::pool().await,
+        crate::postgres::unique("conformance_inbox"),
+    );
     let handled_once = HandledOnce::with_table(pool.clone(), &table)
         .await
         .unwrap_or_else(|e| panic!("{}: the inbox table: {e}", h.name()));
@@ -70,27 +70,4 @@ pub async fn delivered_twice_handled_once(h: &impl Harness) {
     let _ = sqlx::query(&format!("DROP TABLE IF EXISTS {table}"))
         .execute(&pool)
         .await;
-}
-
-/// A pool on the inbox's PostgreSQL and a table name no other check uses.
-async fn inbox_table() -> (PgPool, String) {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let url = std::env::var("RUSTSTREAM_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
-    let pool = PgPool::connect(&url).await.unwrap_or_else(|e| {
-        panic!(
-            "delivered_twice_handled_once needs PostgreSQL for the inbox: {e}\n\
-             start one (PostgreSQL 15 on 127.0.0.1:5432, trust auth, database `test`, as in \
-             CI) or set RUSTSTREAM_POSTGRES_URL (default {url})"
-        )
-    });
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let table = format!(
-        "rs_conformance_inbox_{}_{}_{nanos}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    );
-    (pool, table)
 }

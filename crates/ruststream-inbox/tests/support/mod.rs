@@ -1,10 +1,9 @@
 //! What the inbox tests share: the PostgreSQL they write to, tables of their own, and a
 //! service on the in-memory broker whose handler writes through the inbox.
 
-#![allow(dead_code, unreachable_pub)]
+#![allow(dead_code, unreachable_pub, unused_imports)]
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use std::sync::Arc;
 
@@ -13,23 +12,7 @@ use ruststream_inbox::Inbox;
 use ruststream_inbox::sqlx::PgPool;
 use ruststream_lapin::LapinBroker;
 
-/// The server under test: `RUSTSTREAM_POSTGRES_URL`, else the local one.
-pub fn url() -> String {
-    std::env::var("RUSTSTREAM_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
-}
-
-/// A pool on the server; a missing PostgreSQL fails the test saying how to get one.
-pub async fn pool() -> PgPool {
-    match PgPool::connect(&url()).await {
-        Ok(pool) => pool,
-        Err(error) => panic!(
-            "the inbox tests need PostgreSQL: {error}\n\
-             start one (PostgreSQL 15 on 127.0.0.1:5432, trust auth, database `test`, as in \
-             CI) or set RUSTSTREAM_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"
-        ),
-    }
-}
+pub use ruststream_conformance::postgres::{pool, unique, url};
 
 /// A connection to RabbitMQ (`RUSTSTREAM_LAPIN_URL`, default the machine's); a missing
 /// one fails the test saying how to start it.
@@ -56,19 +39,6 @@ pub async fn rabbitmq_queue(prefix: &str) -> (String, ruststream::Publisher) {
             .expect("the queue declared"),
     );
     (queue, ruststream::Publisher::for_broker(Arc::new(broker)))
-}
-
-/// A name no other test uses, for a table.
-pub fn unique(what: &str) -> String {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    format!(
-        "rs_{what}_{}_{}_{nanos}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
 }
 
 /// A test's tables: an inbox and an effects table the handlers write rows to.
