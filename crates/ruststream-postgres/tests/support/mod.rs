@@ -3,29 +3,11 @@
 
 #![allow(dead_code, unreachable_pub)]
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use ruststream_postgres::{Outbox, PostgresBroker};
 
-/// The server under test: `RUSTSTREAM_POSTGRES_URL`, else the local one.
-pub fn url() -> String {
-    std::env::var("RUSTSTREAM_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
-}
-
-/// A schema name no other test uses.
-pub fn unique_schema(what: &str) -> String {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    format!(
-        "rs_{what}_{}_{}_{nanos}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
-}
+/// The server under test (`RUSTSTREAM_POSTGRES_URL`, else the local one), and a schema
+/// name no other test uses.
+pub use ruststream_conformance::postgres::{unique as unique_schema, url};
 
 /// The server's URL with `schema` and further settings (`&lease=2s`) in its query.
 pub fn url_for(schema: &str, more: &str) -> String {
