@@ -8,12 +8,17 @@
 //! ```text
 //! cargo bench -p ruststream --bench delivery -- json 1000
 //! ```
+//!
+//! Modes: `json`, `json-small`, `raw` (payloads encoded by the publisher, cut off its
+//! shared per-thread chunks) and `raw-heap` (the raw mount, each payload its own heap
+//! `Vec<u8>` as a network client hands them over).
 
 use std::alloc::System;
 use std::time::Duration;
 
+use bytes::Bytes;
 use ruststream::memory::MemoryBroker;
-use ruststream::{App, Codec, Mount, Raw, Running};
+use ruststream::{App, Codec, Message, Mount, Raw, Running};
 use serde::{Deserialize, Serialize};
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 
@@ -113,8 +118,10 @@ fn main() {
     let app = match mode.as_str() {
         "json" => App::new(broker.clone()).mount("bench", on_tick),
         "json-small" => App::new(broker.clone()).mount("bench", on_order),
-        "raw" => App::new(broker.clone()).mount(Mount::new("bench").codec(Codec::Raw), on_raw),
-        other => panic!("mode must be json, json-small or raw, not {other}"),
+        "raw" | "raw-heap" => {
+            App::new(broker.clone()).mount(Mount::new("bench").codec(Codec::Raw), on_raw)
+        }
+        other => panic!("mode must be json, json-small, raw or raw-heap, not {other}"),
     };
     #[cfg(feature = "prometheus")]
     let app = if metrics {
@@ -129,10 +136,35 @@ fn main() {
     #[cfg(not(feature = "otel"))]
     assert!(!tracing, "+tracing needs --features otel");
     let publisher = app.publisher();
+    // The headers the publisher's messages carry: its codec's `content-type`, shared.
+    let headers = Message::new(Bytes::new())
+        .with_header(
+            ruststream::core::CONTENT_TYPE,
+            Codec::default().content_type(),
+        )
+        .headers;
     let fill = |count: usize| {
         runtime.block_on(async {
             for id in 0..count {
-                let sent = if mode == "json-small" {
+                let sent = if mode == "raw-heap" {
+                    let tick = Tick {
+                        id: id as u64,
+                        price: 1000 + (id % 7) as u32,
+                        qty: 3,
+                        live: true,
+                    };
+                    // Exact-size, as a client that reads a frame of known length: one
+                    // allocation, freed when the delivery is done.
+                    let mut payload = serde_json::to_vec(&tick).expect("encodes");
+                    payload.shrink_to_fit();
+                    let message = Message {
+                        payload: Bytes::from(payload),
+                        headers: headers.clone(),
+                    };
+                    let sent = publisher.publish_message("bench", message).await;
+                    sent.expect("memory publish");
+                    Ok(())
+                } else if mode == "json-small" {
                     let order = Order {
                         id: id as u64,
                         qty: 3,
