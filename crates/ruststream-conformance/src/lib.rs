@@ -38,6 +38,7 @@
 
 pub mod checks;
 pub mod child;
+pub mod cpu;
 mod harness;
 mod inbox;
 pub mod logs;
