@@ -1,12 +1,16 @@
-//! Consume throughput, five ways, same prefetch (256), every message's 512-byte JSON
-//! decoded (serde) into the same struct and then acked (`basic.ack`, one per message):
+//! Consume throughput and CPU time per message (this process's and the broker's), six
+//! ways, every message's 512-byte JSON decoded (serde) into the same struct and then
+//! acked:
 //!
-//! * `raw`: a raw lapin consumer loop: next delivery, decode, `ack` awaited;
+//! * `raw`: a raw lapin consumer loop (prefetch 256): next delivery, decode, `ack` awaited;
 //! * `raw-trailing`: the same loop with the acks not awaited in line but trailing (up to
 //!   64 under way, as the framework's sequential loop lets them trail);
+//! * `raw-multiple`: the raw loop acking with `basic.ack multiple=true` every 64
+//!   deliveries, awaited (the fastest raw loop);
 //! * `adapter`: this adapter's subscription stream, decoded and settled by hand;
 //! * `framework`: a `ruststream::App` on `LapinBroker` with one mounted `async fn` that
-//!   takes the decoded struct and returns `ack()` (sequential handling, the default);
+//!   takes the decoded struct and returns `ack()`, with the default mount (sequential
+//!   handling, its default prefetch; `BENCH_PREFETCH=n` sets one);
 //! * `framework-workers`: the same mount with `workers(64)`.
 //!
 //! ```text
@@ -19,7 +23,9 @@
 //! every variant once (the order rotates from round to round), each on its own
 //! connection and a queue filled beforehand (not timed). Medians are printed.
 //! `BENCH_VARIANTS=raw,framework` and `BENCH_QUEUES=quorum` choose what runs;
-//! `BENCH_NO_PAUSE=1` closes right after the last ack.
+//! `BENCH_NO_PAUSE=1` closes right after the last ack. The broker's CPU time is read
+//! from `/proc/<pid>/stat` of the process listening on the URL's port (run as root, or
+//! as the broker's user, to see it).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -30,11 +36,48 @@ use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicQosOptions, Queu
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{Connection, ConnectionProperties};
 use ruststream::{App, Mount, Outcome, Settled, ack};
+use ruststream_conformance::cpu::{CpuClock, listener};
 use ruststream_core::{Broker, Message, Settlement, SubscribeSpec};
 use ruststream_lapin::{LapinBroker, SubscribeOptions};
 use serde::Deserialize;
 
 const PREFETCH: u16 = 256;
+
+/// The broker's process, for its CPU time (found once, from the URL's port).
+static BROKER: OnceLock<Option<u32>> = OnceLock::new();
+
+/// One variant's round: its rate and the CPU time both sides spent per message.
+#[derive(Clone, Copy, Debug)]
+struct Run {
+    rate: f64,
+    client_us: f64,
+    broker_us: f64,
+}
+
+/// The measured window of a round: wall time and CPU time.
+struct Window {
+    start: Instant,
+    cpu: CpuClock,
+}
+
+impl Window {
+    fn start() -> Self {
+        Self {
+            cpu: CpuClock::start(BROKER.get().copied().flatten()),
+            start: Instant::now(),
+        }
+    }
+
+    fn end(&self, n: usize) -> Run {
+        let rate = n as f64 / self.start.elapsed().as_secs_f64();
+        let spent = self.cpu.stop();
+        Run {
+            rate,
+            client_us: spent.client_per(n),
+            broker_us: spent.broker_per(n).unwrap_or(f64::NAN),
+        }
+    }
+}
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(300);
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -106,7 +149,7 @@ async fn drain(url: &str, queue: &str) -> Result<usize, Error> {
     Ok(taken)
 }
 
-async fn raw(url: &str, queue: &str, n: usize) -> Result<f64, Error> {
+async fn raw(url: &str, queue: &str, n: usize) -> Result<Run, Error> {
     let connection = Connection::connect(url, ConnectionProperties::default()).await?;
     let channel = connection.create_channel().await?;
     channel
@@ -120,20 +163,20 @@ async fn raw(url: &str, queue: &str, n: usize) -> Result<f64, Error> {
             FieldTable::default(),
         )
         .await?;
-    let start = Instant::now();
+    let window = Window::start();
     for _ in 0..n {
         let delivery = consumer.next().await.ok_or("consumer ended")??;
         let order: Order = serde_json::from_slice(&delivery.data)?;
         order.consume();
         delivery.ack(BasicAckOptions::default()).await?;
     }
-    let rate = n as f64 / start.elapsed().as_secs_f64();
+    let rate = window.end(n);
     settle_pause().await;
     connection.close(200, "done".into()).await?;
     Ok(rate)
 }
 
-async fn raw_trailing(url: &str, queue: &str, n: usize) -> Result<f64, Error> {
+async fn raw_trailing(url: &str, queue: &str, n: usize) -> Result<Run, Error> {
     let connection = Connection::connect(url, ConnectionProperties::default()).await?;
     let channel = connection.create_channel().await?;
     channel
@@ -148,7 +191,7 @@ async fn raw_trailing(url: &str, queue: &str, n: usize) -> Result<f64, Error> {
         )
         .await?;
     let mut acks = futures_util::stream::FuturesUnordered::new();
-    let start = Instant::now();
+    let window = Window::start();
     for _ in 0..n {
         let delivery = consumer.next().await.ok_or("consumer ended")??;
         let order: Order = serde_json::from_slice(&delivery.data)?;
@@ -165,26 +208,58 @@ async fn raw_trailing(url: &str, queue: &str, n: usize) -> Result<f64, Error> {
     while let Some(done) = acks.next().await {
         done?;
     }
-    let rate = n as f64 / start.elapsed().as_secs_f64();
+    let rate = window.end(n);
     settle_pause().await;
     connection.close(200, "done".into()).await?;
     Ok(rate)
 }
 
-async fn adapter(url: &str, queue: &str, n: usize) -> Result<f64, Error> {
+/// The raw loop acknowledging with `basic.ack multiple=true` every 64 deliveries (and
+/// the last), the fastest raw loop.
+async fn raw_multiple(url: &str, queue: &str, n: usize) -> Result<Run, Error> {
+    let connection = Connection::connect(url, ConnectionProperties::default()).await?;
+    let channel = connection.create_channel().await?;
+    channel
+        .basic_qos(PREFETCH, BasicQosOptions::default())
+        .await?;
+    let mut consumer = channel
+        .basic_consume(
+            queue.into(),
+            "bench-raw".into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await?;
+    let window = Window::start();
+    for i in 1..=n {
+        let delivery = consumer.next().await.ok_or("consumer ended")??;
+        let order: Order = serde_json::from_slice(&delivery.data)?;
+        order.consume();
+        if i % 64 == 0 || i == n {
+            let options = BasicAckOptions { multiple: true };
+            channel.basic_ack(delivery.delivery_tag, options).await?;
+        }
+    }
+    let rate = window.end(n);
+    settle_pause().await;
+    connection.close(200, "done".into()).await?;
+    Ok(rate)
+}
+
+async fn adapter(url: &str, queue: &str, n: usize) -> Result<Run, Error> {
     let broker = LapinBroker::connect(url).await?;
     let mut spec = SubscribeSpec::new(queue);
     spec.options
         .insert(SubscribeOptions::new().prefetch(PREFETCH));
     let mut sub = broker.subscribe(spec).await?;
-    let start = Instant::now();
+    let window = Window::start();
     for _ in 0..n {
         let delivery = sub.deliveries.next().await.ok_or("stream ended")??;
         let order: Order = serde_json::from_slice(delivery.payload())?;
         order.consume();
         delivery.settle(Settlement::Accept).await?;
     }
-    let rate = n as f64 / start.elapsed().as_secs_f64();
+    let rate = window.end(n);
     settle_pause().await;
     drop(sub);
     broker.close().await;
@@ -207,18 +282,25 @@ async fn handle(order: Order) -> Outcome {
 
 #[derive(Default)]
 struct Progress {
-    started: OnceLock<Instant>,
-    finished: OnceLock<Instant>,
+    started: OnceLock<Window>,
+    finished: OnceLock<Run>,
     settled: AtomicUsize,
     failed: AtomicUsize,
     done: tokio::sync::Notify,
 }
 
-/// The framework's rate with the default sequential mount, or with `workers(n)`.
-async fn framework(url: &str, queue: &str, n: usize, workers: Option<usize>) -> Result<f64, Error> {
+/// The framework's rate with the default sequential mount, or with `workers(n)`; the
+/// mount's default prefetch unless `BENCH_PREFETCH` sets one.
+async fn framework(url: &str, queue: &str, n: usize, workers: Option<usize>) -> Result<Run, Error> {
     let broker = LapinBroker::connect(url).await?;
     let progress = Arc::new(Progress::default());
-    let mut mount = Mount::new(queue).option(SubscribeOptions::new().prefetch(PREFETCH));
+    let mut mount = Mount::new(queue);
+    if let Some(prefetch) = std::env::var("BENCH_PREFETCH")
+        .ok()
+        .and_then(|p| p.parse().ok())
+    {
+        mount = mount.option(SubscribeOptions::new().prefetch(prefetch));
+    }
     if let Some(workers) = workers {
         mount = mount.workers(workers);
     }
@@ -226,14 +308,16 @@ async fn framework(url: &str, queue: &str, n: usize, workers: Option<usize>) -> 
     let app = App::with_broker(Arc::new(broker))
         .mount(mount, handle)
         .on_start(move || {
-            let _ = on_start.started.set(Instant::now());
+            let _ = on_start.started.set(Window::start());
         })
         .after_settle(move |settled: &Settled| {
             if !settled.is_ok() {
                 on_settle.failed.fetch_add(1, Ordering::Relaxed);
             }
             if on_settle.settled.fetch_add(1, Ordering::AcqRel) + 1 == n {
-                let _ = on_settle.finished.set(Instant::now());
+                if let Some(window) = on_settle.started.get() {
+                    let _ = on_settle.finished.set(window.end(n));
+                }
                 on_settle.done.notify_one();
             }
         });
@@ -246,15 +330,17 @@ async fn framework(url: &str, queue: &str, n: usize, workers: Option<usize>) -> 
     if failed > 0 {
         return Err(format!("framework: {failed} settlements failed").into());
     }
-    let (Some(started), Some(finished)) = (progress.started.get(), progress.finished.get()) else {
-        return Err("framework: no timing".into());
-    };
-    Ok(n as f64 / finished.duration_since(*started).as_secs_f64())
+    progress
+        .finished
+        .get()
+        .copied()
+        .ok_or_else(|| "framework: no timing".into())
 }
 
-const VARIANTS: [&str; 5] = [
+const VARIANTS: [&str; 6] = [
     "raw",
     "raw-trailing",
+    "raw-multiple",
     "adapter",
     "framework",
     "framework-workers",
@@ -262,6 +348,16 @@ const VARIANTS: [&str; 5] = [
 
 /// The `workers(n)` of the `framework-workers` variant.
 const WORKERS: usize = 64;
+
+/// The port of an `amqp://user:pass@host:port/vhost` URL (5672 where it names none).
+fn port_of(url: &str) -> u16 {
+    let authority = url.split("://").nth(1).unwrap_or(url);
+    let host = authority.split('/').next().unwrap_or(authority);
+    let host = host.rsplit('@').next().unwrap_or(host);
+    host.rsplit_once(':')
+        .and_then(|(_, port)| port.parse().ok())
+        .unwrap_or(5672)
+}
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -276,6 +372,9 @@ async fn main() -> Result<(), Error> {
         .unwrap_or_else(|| "amqp://guest:guest@127.0.0.1:5672/%2f".into());
     let n: usize = args.next().map_or(Ok(20_000), |s| s.parse())?;
     let rounds: usize = args.next().map_or(Ok(5), |s| s.parse())?;
+    let port = port_of(&url);
+    let broker = BROKER.get_or_init(|| listener(port));
+    println!("broker process on port {port}: {broker:?} (its CPU time is measured where found)");
     let chosen: Vec<String> = std::env::var("BENCH_VARIANTS")
         .unwrap_or_else(|_| VARIANTS.join(","))
         .split(',')
@@ -289,7 +388,7 @@ async fn main() -> Result<(), Error> {
         if drained > 0 {
             println!("{queue}: drained {drained} left from before");
         }
-        let mut rates: Vec<Vec<f64>> = vec![Vec::new(); VARIANTS.len()];
+        let mut runs: Vec<Vec<Run>> = vec![Vec::new(); VARIANTS.len()];
         for round in 0..rounds {
             for k in 0..VARIANTS.len() {
                 let v = (round + k) % VARIANTS.len();
@@ -297,15 +396,19 @@ async fn main() -> Result<(), Error> {
                     continue;
                 }
                 fill(&url, &queue, n).await?;
-                let rate = match VARIANTS[v] {
+                let run = match VARIANTS[v] {
                     "raw" => raw(&url, &queue, n).await?,
                     "raw-trailing" => raw_trailing(&url, &queue, n).await?,
+                    "raw-multiple" => raw_multiple(&url, &queue, n).await?,
                     "adapter" => adapter(&url, &queue, n).await?,
                     "framework" => framework(&url, &queue, n, None).await?,
                     _ => framework(&url, &queue, n, Some(WORKERS)).await?,
                 };
-                println!("{kind} round {round} {:<12} {rate:>8.0} msg/s", VARIANTS[v]);
-                rates[v].push(rate);
+                println!(
+                    "{kind} round {round} {:<18} {:>8.0} msg/s  client {:>5.1} µs/msg  broker {:>5.1} µs/msg",
+                    VARIANTS[v], run.rate, run.client_us, run.broker_us
+                );
+                runs[v].push(run);
             }
         }
         let left = drain(&url, &queue).await?;
@@ -315,20 +418,23 @@ async fn main() -> Result<(), Error> {
         } else if left > 0 {
             return Err(format!("{queue}: {left} messages left after the rounds").into());
         }
-        let medians: Vec<f64> = rates.into_iter().map(median).collect();
-        println!(
-            "{kind}: medians raw {:.0}, raw-trailing {:.0}, adapter {:.0}, framework {:.0}, \
-             framework-workers({WORKERS}) {:.0} msg/s; framework / raw {:.0} %, framework / \
-             raw-trailing {:.0} %, framework-workers / raw-trailing {:.0} %",
-            medians[0],
-            medians[1],
-            medians[2],
-            medians[3],
-            medians[4],
-            100.0 * medians[3] / medians[0],
-            100.0 * medians[3] / medians[1],
-            100.0 * medians[4] / medians[1]
-        );
+        let multiple = median(runs[2].iter().map(|r| r.rate).collect());
+        println!("{kind}: medians of {rounds} rounds of {n}");
+        println!("| variant | msg/s | / raw-multiple | client µs/msg | broker µs/msg |");
+        println!("|---|---:|---:|---:|---:|");
+        for (v, runs) in runs.iter().enumerate() {
+            if runs.is_empty() {
+                continue;
+            }
+            let rate = median(runs.iter().map(|r| r.rate).collect());
+            let client = median(runs.iter().map(|r| r.client_us).collect());
+            let broker = median(runs.iter().map(|r| r.broker_us).collect());
+            println!(
+                "| {} | {rate:.0} | {:.0} % | {client:.1} | {broker:.1} |",
+                VARIANTS[v],
+                100.0 * rate / multiple
+            );
+        }
     }
     Ok(())
 }

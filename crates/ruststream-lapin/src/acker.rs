@@ -6,19 +6,57 @@ use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
 use lapin::Channel;
-use lapin::options::{BasicAckOptions, BasicNackOptions, BasicRejectOptions};
+use lapin::options::{BasicNackOptions, BasicRejectOptions};
 use ruststream_core::{AckError, Acker, Message, Settlement, Settling, Tag};
 
+use crate::acks::{Acks, written};
 use crate::delay::Delays;
 use crate::gate::Gate;
 use crate::retry::CopyCount;
 
-/// The channel deliveries of `epoch` settle on, and the gate its settlements pass.
+/// The channel deliveries of `epoch` settle on, the gate its settlements pass, and its
+/// acks waiting to go out together.
 #[derive(Debug)]
 struct Current {
     epoch: u64,
     channel: Channel,
     gate: Arc<Gate>,
+    acks: Arc<Acks>,
+}
+
+/// A settlement that is not an ack.
+#[derive(Clone, Copy, Debug)]
+enum Frame {
+    /// `basic.reject` without requeue: dead-lettered or dropped.
+    Reject,
+    /// `basic.nack` with requeue: back now.
+    Requeue,
+}
+
+impl Current {
+    /// A settlement of `tag` by a frame of its own, sent once the gate lets it out; once
+    /// written, acks above it may cover it.
+    async fn own_frame(&self, tag: u64, frame: Frame) -> Result<(), AckError> {
+        self.gate.pass().await;
+        let sent = match frame {
+            Frame::Reject => {
+                let options = BasicRejectOptions { requeue: false };
+                self.channel.basic_reject(tag, options).await
+            }
+            Frame::Requeue => {
+                let options = BasicNackOptions {
+                    multiple: false,
+                    requeue: true,
+                };
+                self.channel.basic_nack(tag, options).await
+            }
+        };
+        let result = written(&self.channel, sent);
+        if result.is_ok() {
+            self.acks.settled(tag);
+        }
+        result
+    }
 }
 
 /// How `RequeueAfter` is carried out: a copy to the queue's delay queue.
@@ -34,6 +72,7 @@ pub(crate) struct Delayed {
 /// epoch names the channel the delivery came on. A delivery of a channel that is gone
 /// (the connection dropped, the subscription consumes on a new one) cannot be settled:
 /// the broker has already put it back, and settling it is `AckError::Disconnected`.
+/// Acks go out coalesced ([`Acks`]); the other settlements as frames of their own.
 ///
 /// The channel is read without a lock (an `ArcSwap`): a settlement costs one reference
 /// count and the future [`Settling`] boxes.
@@ -45,25 +84,44 @@ pub(crate) struct ChannelAcker {
     /// The subscription was dropped: an abandoned delivery is left to the channel's
     /// close, which comes after the consumer's cancel.
     held_back: AtomicBool,
+    /// How many deliveries the runtime holds at once, and the channel's prefetch (see
+    /// [`Acks::new`]).
+    in_flight: usize,
+    prefetch: u16,
 }
 
 impl ChannelAcker {
     /// An acker whose `RequeueAfter` goes through `delayed`.
-    pub(crate) fn new(delayed: Option<Delayed>) -> Self {
+    pub(crate) fn new(delayed: Option<Delayed>, in_flight: usize, prefetch: u16) -> Self {
         Self {
             current: ArcSwapOption::empty(),
             delayed,
+            in_flight,
+            prefetch,
             held_back: AtomicBool::new(false),
         }
     }
 
     /// Deliveries of `epoch` settle on `channel` from now on.
     pub(crate) fn attach(&self, epoch: u64, channel: Channel) {
+        let gate = Arc::<Gate>::default();
+        let acks = Arc::new(Acks::new(
+            channel.clone(),
+            Arc::clone(&gate),
+            self.in_flight,
+            self.prefetch,
+        ));
         self.current.store(Some(Arc::new(Current {
             epoch,
             channel,
-            gate: Arc::default(),
+            gate,
+            acks,
         })));
+    }
+
+    /// Whether deliveries of `epoch` can still be settled (their channel is current).
+    pub(crate) fn is_current(&self, epoch: u64) -> bool {
+        matches!(&*self.current.load(), Some(current) if current.epoch == epoch)
     }
 
     /// The gate the settlements of `epoch`'s channel pass, while that channel is current.
@@ -101,25 +159,19 @@ impl Acker for ChannelAcker {
             return Settling::done(Err(AckError::Disconnected));
         };
         match settlement {
-            Settlement::Accept | Settlement::Remove => Settling::pending(async move {
-                current.gate.pass().await;
-                let sent = current
-                    .channel
-                    .basic_ack(delivery_tag, BasicAckOptions::default())
-                    .await;
-                failed(&current.channel, sent)
-            }),
-            Settlement::Reject => Settling::pending(async move {
-                current.gate.pass().await;
-                let options = BasicRejectOptions { requeue: false };
-                let sent = current.channel.basic_reject(delivery_tag, options).await;
-                failed(&current.channel, sent)
-            }),
-            Settlement::Requeue => Settling::pending(async move {
-                current.gate.pass().await;
-                let sent = current.channel.basic_nack(delivery_tag, REQUEUE).await;
-                failed(&current.channel, sent)
-            }),
+            Settlement::Accept | Settlement::Remove => {
+                Settling::pending(current.acks.ack(delivery_tag))
+            }
+            Settlement::Reject => {
+                Settling::pending(
+                    async move { current.own_frame(delivery_tag, Frame::Reject).await },
+                )
+            }
+            Settlement::Requeue => {
+                Settling::pending(
+                    async move { current.own_frame(delivery_tag, Frame::Requeue).await },
+                )
+            }
             Settlement::RequeueAfter(delay) => match &self.delayed {
                 Some(delayed) => Settling::pending(later(
                     delayed.clone(),
@@ -156,28 +208,11 @@ impl Acker for ChannelAcker {
             return;
         };
         runtime.spawn(async move {
-            current.gate.pass().await;
-            if let Err(e) = current.channel.basic_nack(delivery_tag, REQUEUE).await {
+            if let Err(e) = current.own_frame(delivery_tag, Frame::Requeue).await {
                 tracing::debug!(delivery_tag, error = %e, "lapin: abandoning failed; the channel returns it");
             }
         });
     }
-}
-
-const REQUEUE: BasicNackOptions = BasicNackOptions {
-    multiple: false,
-    requeue: true,
-};
-
-/// A settlement's frame was written, or why not.
-fn failed(channel: &Channel, sent: lapin::Result<()>) -> Result<(), AckError> {
-    sent.map_err(|e| {
-        if channel.status().connected() {
-            AckError::Refused(e.to_string())
-        } else {
-            AckError::Disconnected
-        }
-    })
 }
 
 /// `RequeueAfter(delay)`: the copy is confirmed in the delay queue, then the original is
@@ -193,14 +228,7 @@ async fn later(
 ) -> Result<(), AckError> {
     let copy = delayed.count.copy_of(message);
     match delayed.delays.park(&delayed.queue, delay, copy).await {
-        Ok(()) => {
-            current.gate.pass().await;
-            let sent = current
-                .channel
-                .basic_ack(delivery_tag, BasicAckOptions::default())
-                .await;
-            failed(&current.channel, sent)
-        }
+        Ok(()) => current.acks.ack(delivery_tag).await,
         Err(why) => {
             tracing::warn!(queue = %delayed.queue, error = %why,
                 "lapin: cannot park the delayed copy; holding the delivery for the delay instead");
@@ -209,8 +237,7 @@ async fn later(
                 tokio::select! {
                     () = closing.closing() => {}
                     () = tokio::time::sleep(delay) => {
-                        current.gate.pass().await;
-                        let _ = current.channel.basic_nack(delivery_tag, REQUEUE).await;
+                        let _ = current.own_frame(delivery_tag, Frame::Requeue).await;
                     }
                 }
             });

@@ -29,6 +29,8 @@ pub(crate) struct ConsumeSpec {
     pub(crate) address: Address,
     pub(crate) queue: String,
     pub(crate) prefetch: u16,
+    /// How many deliveries the runtime holds at once.
+    pub(crate) in_flight: usize,
     /// The queue counts deliveries in `x-delivery-count`.
     pub(crate) counts: bool,
     /// Where `RequeueAfter` parks copies, if the subscription delays natively.
@@ -51,7 +53,11 @@ pub(crate) async fn subscribe(
     })?;
     let (tx, rx) = mpsc::channel(usize::from(spec.prefetch).clamp(1, 1024));
     let attached = Attached::new();
-    let acker = Arc::new(ChannelAcker::new(spec.delayed.clone()));
+    let acker = Arc::new(ChannelAcker::new(
+        spec.delayed.clone(),
+        spec.in_flight,
+        spec.prefetch,
+    ));
     drain.accept();
     let task = tokio::spawn(run(
         connector,
@@ -108,7 +114,10 @@ async fn open(connector: &Connector, spec: &ConsumeSpec) -> Result<(Channel, Con
     Ok((channel, consumer))
 }
 
-pub(crate) type Sender = mpsc::Sender<Result<Delivery, ConsumeError>>;
+pub(crate) type Sender = mpsc::Sender<Item>;
+
+/// What the consumer task sends on: a delivery with the epoch of the channel it came on.
+pub(crate) type Item = Result<(u64, Delivery), ConsumeError>;
 
 /// How consuming on one channel ended.
 enum End {
@@ -260,7 +269,7 @@ async fn consume(
                 Some(Ok(d)) => {
                     received += 1;
                     let delivery = delivery(spec, epoch, d, &acker_dyn);
-                    if tx.send(Ok(delivery)).await.is_err() {
+                    if tx.send(Ok((epoch, delivery))).await.is_err() {
                         cancel(channel, &consumer).await;
                         return End::Dropped;
                     }
@@ -297,7 +306,7 @@ struct Held<'a> {
 enum Window {
     /// Nothing can be in flight (or nothing more is coming): `basic.cancel` may go out.
     /// A delivery the stream had no room for is carried.
-    Closed(Option<Result<Delivery, ConsumeError>>),
+    Closed(Option<Item>),
     /// The consumer's stream ended: the channel or the consumer is gone.
     Ended,
     /// The drain was overtaken.
@@ -358,7 +367,7 @@ async fn drained(
             () = &mut *closing => return End::Closing,
             item = consumer.next() => match item {
                 Some(Ok(d)) => {
-                    if tx.send(Ok(delivery(spec, epoch, d, acker))).await.is_err() {
+                    if tx.send(Ok((epoch, delivery(spec, epoch, d, acker)))).await.is_err() {
                         return End::Dropped;
                     }
                     sent += 1;
@@ -397,7 +406,7 @@ async fn close_window(
             item = consumer.next() => match item {
                 Some(Ok(d)) => {
                     received += 1;
-                    match tx.try_send(Ok(delivery(spec, epoch, d, acker))) {
+                    match tx.try_send(Ok((epoch, delivery(spec, epoch, d, acker)))) {
                         Ok(()) => {}
                         // No room: no wait here while settlements are held; it is sent
                         // after the cancel.

@@ -26,6 +26,12 @@ pub(crate) struct Gate {
 impl Gate {
     /// Waits while the gate is held, then counts one settlement out.
     pub(crate) async fn pass(&self) {
+        self.pass_many(1).await;
+    }
+
+    /// Waits while the gate is held, then counts `n` settlements out (one frame that
+    /// settles `n` deliveries).
+    pub(crate) async fn pass_many(&self, n: u64) {
         while self.held.load(Ordering::Acquire) {
             let released = self.released.notified();
             tokio::pin!(released);
@@ -35,7 +41,7 @@ impl Gate {
             }
             released.await;
         }
-        self.passed.fetch_add(1, Ordering::AcqRel);
+        self.passed.fetch_add(n, Ordering::AcqRel);
     }
 
     /// Settlements wait from now on.

@@ -15,8 +15,18 @@
 //!
 //! # Settlement
 //!
-//! Deliveries are consumed with manual acks; at most the prefetch (`basic.qos`, from
-//! the mount's `in_flight`, or [`SubscribeOptions::prefetch`]) are unsettled at a time.
+//! Deliveries are consumed with manual acks; at most the prefetch (`basic.qos`:
+//! [`DEFAULT_PREFETCH`], the mount's `in_flight` where that is more, or
+//! [`SubscribeOptions::prefetch`]) are unsettled at a time.
+//!
+//! Acks are coalesced: the acks of a channel waiting at the same moment go out as one
+//! `basic.ack multiple=true` over the run of delivery tags they complete (RabbitMQ's
+//! cost is mostly per frame, and a quorum queue applies each ack frame through its log).
+//! A run never covers a delivery still in hand, nor one whose `basic.nack` or
+//! `basic.reject` is not written yet; an ack above such a gap goes out alone. A flush
+//! waits up to 1 ms for a run of 64 acks, or of as many as the mount's handlers can
+//! leave waiting where that is fewer (`workers(8)`: 7). Each settlement resolves once
+//! the frame covering it is written.
 //!
 //! | settlement | command | the broker |
 //! |---|---|---|
@@ -200,6 +210,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod acker;
+mod acks;
 mod address;
 mod connection;
 mod connector;
@@ -232,7 +243,7 @@ use ruststream_core::{
 pub use connector::LapinConnector;
 pub use delay::MAX_DELAY;
 pub use error::ConnectError;
-pub use options::{ConnectOptions, MAX_PREFETCH, SubscribeOptions};
+pub use options::{ConnectOptions, DEFAULT_PREFETCH, MAX_PREFETCH, SubscribeOptions};
 pub use publisher::{LapinPublisher, PUBLISH_CHANNELS};
 pub use queue::QueueType;
 
@@ -330,7 +341,7 @@ impl LapinBroker {
         );
         let prefetch = options
             .prefetch
-            .unwrap_or_else(|| u16::try_from(spec.in_flight.max(1)).unwrap_or(MAX_PREFETCH));
+            .unwrap_or_else(|| options::default_prefetch(spec.in_flight));
         let delayed = delays.then(|| Delayed {
             delays: self.delays.clone(),
             queue: Arc::from(queue.as_str()),
@@ -343,6 +354,7 @@ impl LapinBroker {
             address: spec.address.clone(),
             queue,
             prefetch,
+            in_flight: spec.in_flight,
             counts,
             delayed,
         };

@@ -13,12 +13,15 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use ruststream::{App, Attempt, Mount, ack};
 use ruststream_core::{Broker, Delivery, Message, Settlement, SubscribeSpec, Subscription};
+use ruststream_lapin::{DEFAULT_PREFETCH, SubscribeOptions};
 use support::{QueueSpec, Rabbit, broker, declare, unique, waiting};
 
 const MESSAGES: usize = 20;
-const IN_FLIGHT: usize = 8;
-/// More than three prefetches of a sequential mount (65).
-const APP_MESSAGES: usize = 400;
+/// The prefetch the adapter-level drain tests pin (the default, 256, is more than the
+/// queue holds).
+const PREFETCH: usize = 8;
+/// More than three default prefetches ([`DEFAULT_PREFETCH`]), for a default mount.
+const APP_MESSAGES: usize = 3 * DEFAULT_PREFETCH as usize + 100;
 
 async fn next(sub: &mut Subscription) -> Delivery {
     tokio::time::timeout(Duration::from_secs(10), sub.deliveries.next())
@@ -46,7 +49,9 @@ async fn filled(rabbit: Rabbit, name: &str) -> String {
 
 fn spec(queue: &str) -> SubscribeSpec {
     let mut spec = SubscribeSpec::new(queue);
-    spec.in_flight = IN_FLIGHT;
+    spec.in_flight = PREFETCH;
+    spec.options
+        .insert(SubscribeOptions::new().prefetch(PREFETCH as u16));
     spec
 }
 
@@ -90,7 +95,7 @@ async fn a_drain_ends_the_stream_after_the_prefetched(rabbit: Rabbit) {
     );
     assert_eq!(
         held.len(),
-        IN_FLIGHT,
+        PREFETCH,
         "{rabbit:?}: every prefetched delivery yielded"
     );
     for d in held {
@@ -100,17 +105,17 @@ async fn a_drain_ends_the_stream_after_the_prefetched(rabbit: Rabbit) {
             .expect("settles after the drain");
     }
     broker.close().await;
-    assert_eq!(waiting(rabbit, &queue).await as usize, MESSAGES - IN_FLIGHT);
-    all_first_attempts(rabbit, &queue, MESSAGES - IN_FLIGHT).await;
+    assert_eq!(waiting(rabbit, &queue).await as usize, MESSAGES - PREFETCH);
+    all_first_attempts(rabbit, &queue, MESSAGES - PREFETCH).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_drain_ends_the_stream_after_the_prefetched_3() {
+async fn a_drain_ends_the_stream_after_the_prefetched_prefetch_8_3() {
     a_drain_ends_the_stream_after_the_prefetched(Rabbit::V3).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_drain_ends_the_stream_after_the_prefetched_4() {
+async fn a_drain_ends_the_stream_after_the_prefetched_prefetch_8_4() {
     a_drain_ends_the_stream_after_the_prefetched(Rabbit::V4).await;
 }
 
@@ -138,12 +143,12 @@ async fn a_dropped_subscription_gives_back_after_cancelling(rabbit: Rabbit) -> V
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_dropped_subscription_gives_back_after_cancelling_3() {
+async fn a_dropped_subscription_gives_back_after_cancelling_prefetch_8_3() {
     counted_once(a_dropped_subscription_gives_back_after_cancelling(Rabbit::V3).await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_dropped_subscription_gives_back_after_cancelling_4() {
+async fn a_dropped_subscription_gives_back_after_cancelling_prefetch_8_4() {
     counted_once(a_dropped_subscription_gives_back_after_cancelling(Rabbit::V4).await);
 }
 
@@ -152,7 +157,7 @@ async fn a_dropped_subscription_gives_back_after_cancelling_4() {
 fn counted_once(attempts: Vec<u32>) {
     let counted = attempts.iter().filter(|&&a| a > 1).count();
     assert!(
-        counted <= IN_FLIGHT && attempts.iter().all(|&a| (1..=2).contains(&a)),
+        counted <= PREFETCH && attempts.iter().all(|&a| (1..=2).contains(&a)),
         "{attempts:?}"
     );
 }

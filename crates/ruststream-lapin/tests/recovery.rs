@@ -125,6 +125,60 @@ async fn consumes_again_after_the_broker_cancels_the_consumer(rabbit: Rabbit) {
     broker.close().await;
 }
 
+/// Deliveries buffered for the handlers when the connection drops are of a channel that
+/// is gone: RabbitMQ has put them back, and they cannot be settled. They are not handed
+/// out (a handler running one would only make a duplicate); each message comes once, on
+/// the new channel. Without it, with the default prefetch (256) a connection reset made
+/// a duplicate of every message buffered.
+async fn a_delivery_of_a_lost_channel_is_not_handed_out(rabbit: Rabbit) {
+    const MESSAGES: usize = 5;
+    let queue = unique("stale");
+    declare(rabbit, &[(queue.clone(), QueueSpec::quorum())]);
+    let name = unique("conn");
+    let broker = broker_with(rabbit, ConnectOptions::new().name(name.clone())).await;
+    for i in 0..MESSAGES {
+        broker
+            .publisher()
+            .publish(queue.as_str().into(), Message::new(format!("m{i}")))
+            .await
+            .expect("sent");
+    }
+    let mut spec = SubscribeSpec::new(queue.as_str());
+    spec.in_flight = 8;
+    let mut sub = broker.subscribe(spec).await.expect("subscribe");
+    let attached = sub.attached.clone();
+    let held = next(&mut sub).await.expect("a delivery");
+    // The rest arrives and waits in the subscription's buffer.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(rabbit.close_connections(&name), 1, "{rabbit:?}");
+    assert!(
+        support::until(Duration::from_secs(10), || !attached.is_attached()).await,
+        "{rabbit:?}: the loss is seen"
+    );
+    drop(held);
+    let report = next(&mut sub)
+        .await
+        .expect_err("the loss is reported first");
+    assert!(report.contains("consuming again"), "{report}");
+    let mut seen = Vec::new();
+    for _ in 0..MESSAGES {
+        let d = next(&mut sub).await.expect("redelivered");
+        assert_eq!(
+            d.broker_attempt(),
+            Some(2),
+            "{rabbit:?}: from the new channel"
+        );
+        seen.push(String::from_utf8_lossy(d.payload()).into_owned());
+        d.settle(Settlement::Accept)
+            .await
+            .expect("every delivery handed out can be settled");
+    }
+    seen.sort();
+    assert_eq!(seen, ["m0", "m1", "m2", "m3", "m4"], "{rabbit:?}");
+    broker.close().await;
+    assert_eq!(waiting(rabbit, &queue).await, 0);
+}
+
 macro_rules! on_both {
     ($($name:ident),*) => {
         mod rabbitmq3 {
@@ -138,6 +192,7 @@ macro_rules! on_both {
 
 on_both!(
     consumes_again_after_the_connection_is_closed,
+    a_delivery_of_a_lost_channel_is_not_handed_out,
     a_publish_waits_for_the_connection,
     consumes_again_after_the_broker_cancels_the_consumer
 );
