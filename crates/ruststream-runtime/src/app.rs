@@ -408,9 +408,7 @@ impl App {
                      before their delay is over loses them (a graceful stop publishes them early)"
                 );
             }
-            for handling in endpoint.serve(mount, subscription, runtime.clone()) {
-                tasks.spawn(handling);
-            }
+            endpoint.serve(mount, subscription, runtime.clone(), &mut tasks);
         }
         Ok(Running {
             broker: self.broker,

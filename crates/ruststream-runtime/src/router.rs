@@ -4,7 +4,8 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use ruststream_core::{BoxFuture, Subscription};
+use ruststream_core::Subscription;
+use tokio::task::JoinSet;
 
 use crate::dispatch::{NoLayers, Runtime, Worker, loops};
 use crate::extract::{AppContext, ExtractError};
@@ -107,13 +108,14 @@ pub(crate) trait Endpoint: Send + Sync {
     #[cfg_attr(not(feature = "asyncapi"), allow(dead_code))]
     fn reply_type(&self) -> Option<(std::any::TypeId, &'static str)>;
 
-    /// The loops that handle the subscription's deliveries, to be spawned.
+    /// Spawns on `tasks` the loops that handle the subscription's deliveries.
     fn serve(
         self: Box<Self>,
         mount: Mount,
         subscription: Subscription,
         runtime: Arc<Runtime>,
-    ) -> Vec<BoxFuture<'static, ()>>;
+        tasks: &mut JoinSet<()>,
+    );
 }
 
 struct Route<H, M> {
@@ -139,7 +141,8 @@ impl<H: Handler<M>, M: 'static> Endpoint for Route<H, M> {
         mount: Mount,
         subscription: Subscription,
         runtime: Arc<Runtime>,
-    ) -> Vec<BoxFuture<'static, ()>> {
+        tasks: &mut JoinSet<()>,
+    ) {
         let concurrency = mount.concurrency.clone();
         if mount.layers.0.is_empty() {
             let worker = Worker::new(
@@ -149,7 +152,7 @@ impl<H: Handler<M>, M: 'static> Endpoint for Route<H, M> {
                 runtime,
                 NoLayers,
             );
-            return loops(worker, subscription.deliveries, concurrency);
+            return loops(worker, subscription.deliveries, concurrency, tasks);
         }
         let subscribed = Subscribed {
             address: mount.address.clone(),
@@ -169,6 +172,6 @@ impl<H: Handler<M>, M: 'static> Endpoint for Route<H, M> {
         ));
         let handler = Layered::new(self.handler, stack.clone());
         let worker = Worker::new(handler, mount, subscription.capabilities, runtime, stack);
-        loops(worker, subscription.deliveries, concurrency)
+        loops(worker, subscription.deliveries, concurrency, tasks)
     }
 }

@@ -12,8 +12,9 @@ mod worker;
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 
-use ruststream_core::{BoxFuture, DeliveryStream, Publish};
+use ruststream_core::{DeliveryStream, Publish};
 use tokio::sync::mpsc;
+use tokio::task::JoinSet;
 
 use crate::extract::AppContext;
 use crate::mount::Concurrency;
@@ -43,33 +44,37 @@ pub(crate) struct Runtime {
     pub(crate) in_flight: AtomicUsize,
 }
 
-/// The loops that run `worker` over `deliveries` with the mount's concurrency, until the
-/// stream ends or the service stops. Each is the one delivery loop
-/// ([`sequential`](Process::sequential)): one for sequential handling (with up to
+/// Spawns on `tasks` the loops that run `worker` over `deliveries` with the mount's
+/// concurrency, until the stream ends or the service stops. Each is the one delivery
+/// loop ([`sequential`](Process::sequential)): one for sequential handling (with up to
 /// [`TRAILING`] bare settlements under way behind it), `n` sharing the subscription for
-/// workers, or one per lane fed by a reader that routes each delivery by its key. The
-/// caller spawns them, so that a stop can abort and await every one.
+/// workers, or one per lane fed by a reader that routes each delivery by its key. They
+/// go on the service's tasks, so that a stop can abort and await every one (spawned
+/// here rather than returned: no `Vec` of them to allocate).
 pub(crate) fn loops<W: Process>(
     worker: W,
     mut deliveries: DeliveryStream,
     concurrency: Concurrency,
-) -> Vec<BoxFuture<'static, ()>> {
+    tasks: &mut JoinSet<()>,
+) {
     let worker = Arc::new(worker);
     match concurrency {
-        Concurrency::Sequential => vec![worker.sequential(deliveries, TRAILING)],
-        Concurrency::Workers(n) => shared::Shared::split(deliveries, n.max(1))
-            .into_iter()
-            .map(|deliveries| worker.clone().sequential(deliveries, 0))
-            .collect(),
+        Concurrency::Sequential => {
+            tasks.spawn(worker.sequential(deliveries, TRAILING));
+        }
+        Concurrency::Workers(n) => {
+            for deliveries in shared::Shared::split(deliveries, n.max(1)) {
+                tasks.spawn(worker.clone().sequential(deliveries, 0));
+            }
+        }
         Concurrency::Lanes { lanes, key } => {
-            let mut loops: Vec<BoxFuture<'static, ()>> = Vec::with_capacity(lanes + 1);
             let mut senders = Vec::with_capacity(lanes);
             for _ in 0..lanes {
                 let (tx, rx) = mpsc::channel(1);
                 senders.push(tx);
-                loops.push(worker.clone().sequential(Box::pin(shared::Lane(rx)), 0));
+                tasks.spawn(worker.clone().sequential(Box::pin(shared::Lane(rx)), 0));
             }
-            loops.push(Box::pin(async move {
+            tasks.spawn(async move {
                 let shutdown = &worker.runtime().shutdown;
                 let drains = worker.drains();
                 while let Some(item) = {
@@ -88,8 +93,7 @@ pub(crate) fn loops<W: Process>(
                         break;
                     }
                 }
-            }));
-            loops
+            });
         }
     }
 }

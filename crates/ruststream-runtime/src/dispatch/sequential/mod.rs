@@ -332,6 +332,7 @@ impl<H: Handler<M>, M: 'static, L: Layers> Process for Worker<H, M, L> {
         deliveries: DeliveryStream,
         trailing: usize,
     ) -> BoxFuture<'static, ()> {
+        // Boxed: the loop's future is large, and spawning moves it through several calls.
         Box::pin(Sequential::new(self, deliveries, trailing))
     }
 }
