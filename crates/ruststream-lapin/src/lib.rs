@@ -16,8 +16,9 @@
 //! # Settlement
 //!
 //! Deliveries are consumed with manual acks; at most the prefetch (`basic.qos`:
-//! [`DEFAULT_PREFETCH`], the mount's `in_flight` where that is more, or
-//! [`SubscribeOptions::prefetch`]) are unsettled at a time.
+//! [`DEFAULT_PREFETCH`], [`DEFAULT_COUNTED_PREFETCH`] on a queue that counts deliveries,
+//! the mount's `in_flight` where that is more, or [`SubscribeOptions::prefetch`]) are
+//! unsettled at a time.
 //!
 //! Acks are coalesced: the acks of a channel waiting at the same moment go out as one
 //! `basic.ack multiple=true` over the run of delivery tags they complete (RabbitMQ's
@@ -243,7 +244,9 @@ use ruststream_core::{
 pub use connector::LapinConnector;
 pub use delay::MAX_DELAY;
 pub use error::ConnectError;
-pub use options::{ConnectOptions, DEFAULT_PREFETCH, MAX_PREFETCH, SubscribeOptions};
+pub use options::{
+    ConnectOptions, DEFAULT_COUNTED_PREFETCH, DEFAULT_PREFETCH, MAX_PREFETCH, SubscribeOptions,
+};
 pub use publisher::{LapinPublisher, PUBLISH_CHANNELS};
 pub use queue::QueueType;
 
@@ -341,7 +344,7 @@ impl LapinBroker {
         );
         let prefetch = options
             .prefetch
-            .unwrap_or_else(|| options::default_prefetch(spec.in_flight));
+            .unwrap_or_else(|| options::default_prefetch(spec.in_flight, counts));
         let delayed = delays.then(|| Delayed {
             delays: self.delays.clone(),
             queue: Arc::from(queue.as_str()),
