@@ -68,7 +68,9 @@ impl PostgresBroker {
             .await
             .map_err(unreachable)?;
         let names = Names::new(&configured.schema);
+        schema::writable(&pool, &redact(&client_url)).await?;
         schema::migrate(&pool, &names).await?;
+        schema::check(&pool, &names).await?;
         let mut listener = PgListener::connect_with(&pool).await.map_err(unreachable)?;
         listener.listen(&names.channel).await.map_err(unreachable)?;
         let (closed, watching) = watch::channel(false);

@@ -23,4 +23,24 @@ pub enum ConnectError {
     /// The adapter's tables could not be created or migrated.
     #[error("migration failed: {0}")]
     Migration(String),
+    /// The server takes no writes: a standby (a read-only replica), or
+    /// `default_transaction_read_only` on. The adapter writes its queues, so it needs the
+    /// primary.
+    #[error("postgresql at {url} is read-only ({why}): connect to the primary")]
+    ReadOnly {
+        /// The URL, its password hidden.
+        url: String,
+        /// What says so: `a standby (pg_is_in_recovery)` or
+        /// `default_transaction_read_only`.
+        why: &'static str,
+    },
+    /// An adapter's table is not what its migrations made (altered by hand): a column
+    /// is missing or of another type.
+    #[error("table {table} was altered: {what}")]
+    Altered {
+        /// The table, `schema.name`.
+        table: String,
+        /// What differs.
+        what: String,
+    },
 }

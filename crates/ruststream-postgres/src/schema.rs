@@ -74,6 +74,94 @@ impl Names {
     }
 }
 
+/// The columns each table of [`VERSION`] has, with their types as
+/// `information_schema.columns.data_type` names them.
+const COLUMNS: &[(&str, &[(&str, &str)])] = &[
+    (
+        "ruststream_messages",
+        &[
+            ("id", "bigint"),
+            ("queue", "text"),
+            ("payload", "bytea"),
+            ("header_names", "ARRAY"),
+            ("header_values", "ARRAY"),
+            ("attempts", "integer"),
+            ("leased", "boolean"),
+            ("visible_at", "timestamp with time zone"),
+            ("created_at", "timestamp with time zone"),
+        ],
+    ),
+    (
+        "ruststream_outbox",
+        &[
+            ("id", "bigint"),
+            ("key", "text"),
+            ("destination", "text"),
+            ("payload", "bytea"),
+            ("header_names", "ARRAY"),
+            ("header_values", "ARRAY"),
+            ("created_at", "timestamp with time zone"),
+            ("attempts", "integer"),
+            ("last_error", "text"),
+            ("retry_at", "timestamp with time zone"),
+        ],
+    ),
+];
+
+/// Refuses a server that takes no writes (a standby, or `default_transaction_read_only`
+/// on), before any statement fails on it with a less telling error.
+pub(crate) async fn writable(pool: &PgPool, url: &str) -> Result<(), ConnectError> {
+    let (standby, read_only): (bool, String) = sqlx::query_as(
+        "SELECT pg_is_in_recovery(), current_setting('default_transaction_read_only')",
+    )
+    .fetch_one(pool)
+    .await
+    .map_err(|error| ConnectError::Migration(error.to_string()))?;
+    let why = if standby {
+        "a standby (pg_is_in_recovery)"
+    } else if read_only == "on" {
+        "default_transaction_read_only"
+    } else {
+        return Ok(());
+    };
+    Err(ConnectError::ReadOnly {
+        url: url.to_owned(),
+        why,
+    })
+}
+
+/// Checks that the tables have every column the adapter uses, of its type: a table
+/// altered by hand is refused at connect with what differs, instead of failing each
+/// statement later. Extra columns are fine (an operator's own).
+pub(crate) async fn check(pool: &PgPool, names: &Names) -> Result<(), ConnectError> {
+    let found: Vec<(String, String, String)> = sqlx::query_as(
+        "SELECT table_name::text, column_name::text, data_type::text
+         FROM information_schema.columns WHERE table_schema = $1",
+    )
+    .bind(&names.schema)
+    .fetch_all(pool)
+    .await
+    .map_err(|error| ConnectError::Migration(error.to_string()))?;
+    for (table, columns) in COLUMNS {
+        for (column, kind) in *columns {
+            let has = found
+                .iter()
+                .find(|(t, c, _)| t == table && c == column)
+                .map(|(_, _, k)| k.as_str());
+            let what = match has {
+                Some(k) if k == *kind => continue,
+                Some(k) => format!("column {column} is {k}, expected {kind}"),
+                None => format!("column {column} ({kind}) is missing"),
+            };
+            return Err(ConnectError::Altered {
+                table: format!("{}.{table}", names.schema),
+                what,
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Brings the schema to [`VERSION`], in one transaction under an advisory lock.
 pub(crate) async fn migrate(pool: &PgPool, names: &Names) -> Result<(), ConnectError> {
     let failed = |error: sqlx::Error| ConnectError::Migration(error.to_string());
