@@ -14,8 +14,24 @@
 //! let spent = clock.stop();
 //! println!("client {:.1} µs/msg, broker {:?}", spent.client_per(10_000), spent.broker_per(10_000));
 //! ```
+//!
+//! A bench's variants time their window with a [`Window`], which gives a [`Run`] (the
+//! rate and both CPU times per message), and [`markdown_table`] prints the medians of
+//! every variant's runs:
+//!
+//! ```no_run
+//! use ruststream_conformance::cpu::{Window, listener, markdown_table, port_of};
+//!
+//! let broker = listener(port_of("amqp://127.0.0.1:5672", 5672));
+//! let window = Window::start(broker);
+//! // … consume 10,000 messages …
+//! let run = window.end(10_000);
+//! println!("raw {run}");
+//! print!("{}", markdown_table(&[("raw", vec![run])]));
+//! ```
 
-use std::time::Duration;
+use std::fmt;
+use std::time::{Duration, Instant};
 
 /// The CPU time of this process and of a broker's, from a start.
 #[derive(Debug)]
@@ -74,6 +90,111 @@ impl CpuClock {
             broker,
         }
     }
+}
+
+/// One measured window of a bench: its rate and the CPU time both sides spent per
+/// message.
+#[derive(Clone, Copy, Debug)]
+pub struct Run {
+    /// Messages per second.
+    pub rate: f64,
+    /// This process's CPU time per message, in microseconds.
+    pub client_us: f64,
+    /// The broker's CPU time per message, in microseconds (NaN where it was not found).
+    pub broker_us: f64,
+}
+
+impl fmt::Display for Run {
+    /// `12345 msg/s  client 12.3 µs/msg  broker 45.6 µs/msg`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{:>8.0} msg/s  client {:>5.1} µs/msg  broker {:>5.1} µs/msg",
+            self.rate, self.client_us, self.broker_us
+        )
+    }
+}
+
+/// A bench's measured window: wall time and CPU time, from [`Window::start`] to
+/// [`Window::end`].
+#[derive(Debug)]
+pub struct Window {
+    start: Instant,
+    cpu: CpuClock,
+}
+
+impl Window {
+    /// Starts the window, with the `broker`'s CPU time where it is known (see [`listener`]).
+    pub fn start(broker: Option<u32>) -> Self {
+        Self {
+            cpu: CpuClock::start(broker),
+            start: Instant::now(),
+        }
+    }
+
+    /// The run of `n` messages handled since the start.
+    pub fn end(&self, n: usize) -> Run {
+        let rate = n as f64 / self.start.elapsed().as_secs_f64();
+        let spent = self.cpu.stop();
+        Run {
+            rate,
+            client_us: spent.client_per(n),
+            broker_us: spent.broker_per(n).unwrap_or(f64::NAN),
+        }
+    }
+}
+
+/// The median of `values` (the upper one of an even count; NaN of none).
+pub fn median(values: impl IntoIterator<Item = f64>) -> f64 {
+    let mut sorted: Vec<f64> = values.into_iter().collect();
+    sorted.sort_by(f64::total_cmp);
+    sorted.get(sorted.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// A markdown table of every variant's medians: msg/s, its share of the fastest raw
+/// loop's (the row, named `raw…`, with the highest median rate), and the client's and
+/// the broker's CPU µs per message. Variants without runs are left out.
+pub fn markdown_table(variants: &[(&str, Vec<Run>)]) -> String {
+    let rows: Vec<(&str, f64, f64, f64)> = variants
+        .iter()
+        .filter(|(_, runs)| !runs.is_empty())
+        .map(|(name, runs)| {
+            (
+                *name,
+                median(runs.iter().map(|r| r.rate)),
+                median(runs.iter().map(|r| r.client_us)),
+                median(runs.iter().map(|r| r.broker_us)),
+            )
+        })
+        .collect();
+    let fastest = rows
+        .iter()
+        .filter(|row| row.0.starts_with("raw"))
+        .max_by(|a, b| a.1.total_cmp(&b.1));
+    let mut table = format!(
+        "| variant | msg/s (median) | / fastest raw loop ({}) | client µs/msg | broker µs/msg |\n|---|---:|---:|---:|---:|\n",
+        fastest.map_or("none", |row| row.0)
+    );
+    for (name, rate, client, broker) in &rows {
+        let share = fastest.map_or("–".to_owned(), |row| {
+            format!("{:.0} %", 100.0 * rate / row.1)
+        });
+        table.push_str(&format!(
+            "| {name} | {rate:.0} | {share} | {client:.1} | {broker:.1} |\n"
+        ));
+    }
+    table
+}
+
+/// The port of a `scheme://user:pass@host:port/path` URL (or `host:port`), `default`
+/// where it names none.
+pub fn port_of(url: &str, default: u16) -> u16 {
+    let authority = url.split("://").nth(1).unwrap_or(url);
+    let host = authority.split('/').next().unwrap_or(authority);
+    let host = host.rsplit('@').next().unwrap_or(host);
+    host.rsplit_once(':')
+        .and_then(|(_, port)| port.parse().ok())
+        .unwrap_or(default)
 }
 
 /// User plus system time of `/proc/<pid>/stat` (fields 14 and 15, in clock ticks).
@@ -144,7 +265,36 @@ fn listening_inode(table: &str, port: u16) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{CpuClock, listening_inode};
+    use super::{CpuClock, Run, listening_inode, markdown_table, port_of};
+
+    #[test]
+    fn a_port_is_read_from_a_url() {
+        assert_eq!(port_of("amqp://guest:guest@127.0.0.1:5673/%2f", 5672), 5673);
+        assert_eq!(port_of("amqp://127.0.0.1/%2f", 5672), 5672);
+        assert_eq!(port_of("redis://127.0.0.1:6379", 6379), 6379);
+        assert_eq!(port_of("127.0.0.1:4222", 1), 4222);
+    }
+
+    #[test]
+    fn the_table_compares_with_the_fastest_raw_loop() {
+        let run = |rate| Run {
+            rate,
+            client_us: 1.0,
+            broker_us: 2.0,
+        };
+        let table = markdown_table(&[
+            ("raw", vec![run(100.0)]),
+            ("raw-batched", vec![run(200.0), run(400.0), run(300.0)]),
+            ("adapter", vec![run(150.0)]),
+            ("framework", vec![]),
+        ]);
+        assert!(table.contains("fastest raw loop (raw-batched)"), "{table}");
+        assert!(
+            table.contains("| adapter | 150 | 50 % | 1.0 | 2.0 |"),
+            "{table}"
+        );
+        assert!(!table.contains("framework"), "{table}");
+    }
 
     #[test]
     fn a_listening_socket_is_found_by_its_port() {

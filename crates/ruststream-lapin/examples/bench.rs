@@ -6,7 +6,7 @@
 //! * `raw-trailing`: the same loop with the acks not awaited in line but trailing (up to
 //!   64 under way, as the framework's sequential loop lets them trail);
 //! * `raw-multiple`: the raw loop acking with `basic.ack multiple=true` every 64
-//!   deliveries, awaited (the fastest raw loop);
+//!   deliveries, awaited (usually the fastest raw loop);
 //! * `adapter`: this adapter's subscription stream, decoded and settled by hand;
 //! * `framework`: a `ruststream::App` on `LapinBroker` with one mounted `async fn` that
 //!   takes the decoded struct and returns `ack()`, with the default mount (sequential
@@ -21,7 +21,10 @@
 //! quorum and a classic queue the bench declares (`rs-lapin-bench-quorum`,
 //! `rs-lapin-bench-classic`, expiring an hour after their last use). Each round runs
 //! every variant once (the order rotates from round to round), each on its own
-//! connection and a queue filled beforehand (not timed). Medians are printed.
+//! connection and a queue filled beforehand (not timed). Every run prints its msg/s and
+//! the client's and the broker's CPU µs per message over its timed window; at the end a
+//! markdown table per queue gives the medians: msg/s, its share of the fastest raw
+//! loop's, client and broker µs/msg.
 //! `BENCH_VARIANTS=raw,framework` and `BENCH_QUEUES=quorum` choose what runs;
 //! `BENCH_NO_PAUSE=1` closes right after the last ack. The broker's CPU time is read
 //! from `/proc/<pid>/stat` of the process listening on the URL's port (run as root, or
@@ -29,14 +32,14 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures_util::StreamExt;
 use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicQosOptions, QueueDeclareOptions};
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{Connection, ConnectionProperties};
 use ruststream::{App, Mount, Outcome, Settled, ack};
-use ruststream_conformance::cpu::{CpuClock, listener};
+use ruststream_conformance::cpu::{Run, Window, listener, markdown_table, port_of};
 use ruststream_core::{Broker, Message, Settlement, SubscribeSpec};
 use ruststream_lapin::{LapinBroker, SubscribeOptions};
 use serde::Deserialize;
@@ -46,38 +49,11 @@ const PREFETCH: u16 = 256;
 /// The broker's process, for its CPU time (found once, from the URL's port).
 static BROKER: OnceLock<Option<u32>> = OnceLock::new();
 
-/// One variant's round: its rate and the CPU time both sides spent per message.
-#[derive(Clone, Copy, Debug)]
-struct Run {
-    rate: f64,
-    client_us: f64,
-    broker_us: f64,
+/// A measured window, with the broker's CPU time where its process was found.
+fn window() -> Window {
+    Window::start(BROKER.get().copied().flatten())
 }
 
-/// The measured window of a round: wall time and CPU time.
-struct Window {
-    start: Instant,
-    cpu: CpuClock,
-}
-
-impl Window {
-    fn start() -> Self {
-        Self {
-            cpu: CpuClock::start(BROKER.get().copied().flatten()),
-            start: Instant::now(),
-        }
-    }
-
-    fn end(&self, n: usize) -> Run {
-        let rate = n as f64 / self.start.elapsed().as_secs_f64();
-        let spent = self.cpu.stop();
-        Run {
-            rate,
-            client_us: spent.client_per(n),
-            broker_us: spent.broker_per(n).unwrap_or(f64::NAN),
-        }
-    }
-}
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(300);
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -163,7 +139,7 @@ async fn raw(url: &str, queue: &str, n: usize) -> Result<Run, Error> {
             FieldTable::default(),
         )
         .await?;
-    let window = Window::start();
+    let window = window();
     for _ in 0..n {
         let delivery = consumer.next().await.ok_or("consumer ended")??;
         let order: Order = serde_json::from_slice(&delivery.data)?;
@@ -191,7 +167,7 @@ async fn raw_trailing(url: &str, queue: &str, n: usize) -> Result<Run, Error> {
         )
         .await?;
     let mut acks = futures_util::stream::FuturesUnordered::new();
-    let window = Window::start();
+    let window = window();
     for _ in 0..n {
         let delivery = consumer.next().await.ok_or("consumer ended")??;
         let order: Order = serde_json::from_slice(&delivery.data)?;
@@ -230,7 +206,7 @@ async fn raw_multiple(url: &str, queue: &str, n: usize) -> Result<Run, Error> {
             FieldTable::default(),
         )
         .await?;
-    let window = Window::start();
+    let window = window();
     for i in 1..=n {
         let delivery = consumer.next().await.ok_or("consumer ended")??;
         let order: Order = serde_json::from_slice(&delivery.data)?;
@@ -252,7 +228,7 @@ async fn adapter(url: &str, queue: &str, n: usize) -> Result<Run, Error> {
     spec.options
         .insert(SubscribeOptions::new().prefetch(PREFETCH));
     let mut sub = broker.subscribe(spec).await?;
-    let window = Window::start();
+    let window = window();
     for _ in 0..n {
         let delivery = sub.deliveries.next().await.ok_or("stream ended")??;
         let order: Order = serde_json::from_slice(delivery.payload())?;
@@ -308,7 +284,7 @@ async fn framework(url: &str, queue: &str, n: usize, workers: Option<usize>) -> 
     let app = App::with_broker(Arc::new(broker))
         .mount(mount, handle)
         .on_start(move || {
-            let _ = on_start.started.set(Window::start());
+            let _ = on_start.started.set(window());
         })
         .after_settle(move |settled: &Settled| {
             if !settled.is_ok() {
@@ -349,21 +325,6 @@ const VARIANTS: [&str; 6] = [
 /// The `workers(n)` of the `framework-workers` variant.
 const WORKERS: usize = 64;
 
-/// The port of an `amqp://user:pass@host:port/vhost` URL (5672 where it names none).
-fn port_of(url: &str) -> u16 {
-    let authority = url.split("://").nth(1).unwrap_or(url);
-    let host = authority.split('/').next().unwrap_or(authority);
-    let host = host.rsplit('@').next().unwrap_or(host);
-    host.rsplit_once(':')
-        .and_then(|(_, port)| port.parse().ok())
-        .unwrap_or(5672)
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
-}
-
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
     let mut args = std::env::args().skip(1);
@@ -372,7 +333,7 @@ async fn main() -> Result<(), Error> {
         .unwrap_or_else(|| "amqp://guest:guest@127.0.0.1:5672/%2f".into());
     let n: usize = args.next().map_or(Ok(20_000), |s| s.parse())?;
     let rounds: usize = args.next().map_or(Ok(5), |s| s.parse())?;
-    let port = port_of(&url);
+    let port = port_of(&url, 5672);
     let broker = BROKER.get_or_init(|| listener(port));
     println!("broker process on port {port}: {broker:?} (its CPU time is measured where found)");
     let chosen: Vec<String> = std::env::var("BENCH_VARIANTS")
@@ -404,10 +365,7 @@ async fn main() -> Result<(), Error> {
                     "framework" => framework(&url, &queue, n, None).await?,
                     _ => framework(&url, &queue, n, Some(WORKERS)).await?,
                 };
-                println!(
-                    "{kind} round {round} {:<18} {:>8.0} msg/s  client {:>5.1} µs/msg  broker {:>5.1} µs/msg",
-                    VARIANTS[v], run.rate, run.client_us, run.broker_us
-                );
+                println!("{kind} round {round} {:<18} {run}", VARIANTS[v]);
                 runs[v].push(run);
             }
         }
@@ -418,23 +376,9 @@ async fn main() -> Result<(), Error> {
         } else if left > 0 {
             return Err(format!("{queue}: {left} messages left after the rounds").into());
         }
-        let multiple = median(runs[2].iter().map(|r| r.rate).collect());
+        let variants: Vec<(&str, Vec<Run>)> = VARIANTS.iter().copied().zip(runs).collect();
         println!("{kind}: medians of {rounds} rounds of {n}");
-        println!("| variant | msg/s | / raw-multiple | client µs/msg | broker µs/msg |");
-        println!("|---|---:|---:|---:|---:|");
-        for (v, runs) in runs.iter().enumerate() {
-            if runs.is_empty() {
-                continue;
-            }
-            let rate = median(runs.iter().map(|r| r.rate).collect());
-            let client = median(runs.iter().map(|r| r.client_us).collect());
-            let broker = median(runs.iter().map(|r| r.broker_us).collect());
-            println!(
-                "| {} | {rate:.0} | {:.0} % | {client:.1} | {broker:.1} |",
-                VARIANTS[v],
-                100.0 * rate / multiple
-            );
-        }
+        print!("{}", markdown_table(&variants));
     }
     Ok(())
 }
