@@ -1,6 +1,7 @@
-//! Throughput of one stream consumer, 512-byte JSON messages, Redis on loopback: raw fred
-//! loops against the adapter and the full framework, ack-each and batched/pipelined acks;
-//! then a reliable list and Pub/Sub (one run each).
+//! Throughput and CPU time per message (this process's and the Redis server's) of one
+//! stream consumer, 512-byte JSON messages, Redis on loopback: raw fred loops against the
+//! adapter and the full framework, ack-each and batched/pipelined acks; then a reliable
+//! list and Pub/Sub (one run each).
 //!
 //! ```text
 //! cargo run --release -p ruststream-redis --example bench -- [MESSAGES] [ROUNDS]
@@ -15,7 +16,12 @@
 //! message's JSON into the same type ([`Order`]) before acking it; every ack is sent only
 //! after its message was handled (at least once). Each round runs every stream variant
 //! once, on a stream of its own filled beforehand (the fill is not timed), in an order
-//! that rotates from round to round; the table gives the median of the rounds.
+//! that rotates from round to round. Every run prints its msg/s and the client's and the
+//! server's CPU µs per message over its timed window; at the end a markdown table per
+//! kind (stream, reliable list, Pub/Sub) gives the medians: msg/s, its share of the
+//! fastest raw loop's, client and broker µs/msg. The server's CPU time is read from
+//! `/proc/<pid>/stat` of the process listening on the URL's port (run as root, or as the
+//! server's user, to see it).
 //!
 //! * `raw-each`: `XREADGROUP COUNT 128 BLOCK 1000`, then per entry decode and `XACK`,
 //!   awaited before the next entry.
@@ -45,9 +51,18 @@ use fred::prelude::*;
 use fred::types::Value;
 use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt, StreamExt};
+use ruststream_conformance::cpu::{Run, Window, listener, markdown_table, median, port_of};
 use ruststream_conformance::ruststream::{App, Codec, Mount, Outcome, Settled, ack};
 use ruststream_core::{Address, Broker, Message, Options, Settlement, SubscribeSpec};
 use ruststream_redis::{PubSub, RedisBroker, ReliableList, Settings, Stream, Target};
+
+/// The Redis server's process, for its CPU time (found once, from the URL's port).
+static BROKER: OnceLock<Option<u32>> = OnceLock::new();
+
+/// A measured window, with the server's CPU time where its process was found.
+fn window() -> Window {
+    Window::start(BROKER.get().copied().flatten())
+}
 
 /// The read size of every variant: `XREADGROUP COUNT`, `in_flight`, `workers`.
 const BATCH: usize = 128;
@@ -92,12 +107,12 @@ async fn fill_stream(broker: &RedisBroker, address: &str, n: usize) {
 
 /// The raw fred loop: `XREADGROUP COUNT 128`, decode each entry, `XACK` each (awaited) or
 /// one `XACK` of the read's ids after all are decoded.
-async fn raw_stream(client: &Client, key: &str, n: usize, batched: bool) -> Duration {
+async fn raw_stream(client: &Client, key: &str, n: usize, batched: bool) -> Run {
     let _: Value = client
         .xgroup_create(key, "raw", "0", true)
         .await
         .expect("group");
-    let started = Instant::now();
+    let window = window();
     let mut done = 0;
     while done < n {
         let reply: Value = client
@@ -128,7 +143,7 @@ async fn raw_stream(client: &Client, key: &str, n: usize, batched: bool) -> Dura
             let _: Value = client.xack(key, "raw", ids).await.expect("xack");
         }
     }
-    started.elapsed()
+    window.end(n)
 }
 
 /// The adapter: a subscription, each delivery decoded then settled; `pipelined` leaves up
@@ -139,7 +154,7 @@ async fn adapter(
     address: &str,
     n: usize,
     pipelined: bool,
-) -> Duration {
+) -> Run {
     let spec = SubscribeSpec {
         address: Address::new(address),
         declaration: Default::default(),
@@ -148,7 +163,7 @@ async fn adapter(
         drain: Default::default(),
     };
     let mut sub = broker.subscribe(spec).await.expect("subscribe");
-    let started = Instant::now();
+    let window = window();
     let mut settling = FuturesUnordered::new();
     for _ in 0..n {
         let d = sub
@@ -176,7 +191,7 @@ async fn adapter(
     while let Some(r) = settling.next().await {
         r.expect("settled");
     }
-    started.elapsed()
+    window.end(n)
 }
 
 async fn handle(order: Order) -> Outcome {
@@ -186,8 +201,8 @@ async fn handle(order: Order) -> Outcome {
 
 #[derive(Default)]
 struct Progress {
-    started: OnceLock<Instant>,
-    finished: OnceLock<Instant>,
+    started: OnceLock<Window>,
+    finished: OnceLock<Run>,
     settled: AtomicUsize,
     failed: AtomicUsize,
     done: tokio::sync::Notify,
@@ -195,7 +210,7 @@ struct Progress {
 
 /// The framework: an `App` on its own broker (stopping the app closes it), one `Stream`
 /// mount with `workers(128)`.
-async fn framework(url: &str, prefix: &str, address: &str, n: usize) -> Duration {
+async fn framework(url: &str, prefix: &str, address: &str, n: usize) -> Run {
     let broker = RedisBroker::connect_with(url, Settings::default().key_prefix(prefix))
         .await
         .expect("connect");
@@ -207,14 +222,16 @@ async fn framework(url: &str, prefix: &str, address: &str, n: usize) -> Duration
     let app = App::new(broker)
         .mount(mount, handle)
         .on_start(move || {
-            let _ = on_start.started.set(Instant::now());
+            let _ = on_start.started.set(window());
         })
         .after_settle(move |settled: &Settled| {
             if !settled.is_ok() {
                 on_settle.failed.fetch_add(1, Ordering::Relaxed);
             }
             if on_settle.settled.fetch_add(1, Ordering::AcqRel) + 1 == n {
-                let _ = on_settle.finished.set(Instant::now());
+                if let Some(window) = on_settle.started.get() {
+                    let _ = on_settle.finished.set(window.end(n));
+                }
                 on_settle.done.notify_one();
             }
         });
@@ -228,14 +245,11 @@ async fn framework(url: &str, prefix: &str, address: &str, n: usize) -> Duration
         0,
         "failed settlements"
     );
-    let (Some(started), Some(finished)) = (progress.started.get(), progress.finished.get()) else {
-        panic!("framework: no timing");
-    };
-    *finished - *started
+    *progress.finished.get().expect("framework: timing")
 }
 
 /// The framework with a sequential mount (the default) and no `after_settle` hook.
-async fn framework_sequential(url: &str, prefix: &str, address: &str, n: usize) -> Duration {
+async fn framework_sequential(url: &str, prefix: &str, address: &str, n: usize) -> Run {
     let broker = RedisBroker::connect_with(url, Settings::default().key_prefix(prefix))
         .await
         .expect("connect");
@@ -250,7 +264,7 @@ async fn framework_sequential(url: &str, prefix: &str, address: &str, n: usize) 
             handle(order)
         })
         .on_start(move || {
-            let _ = on_start.set(Instant::now());
+            let _ = on_start.set(window());
         });
     let running = app.start().await.expect("start");
     let deadline = Instant::now() + Duration::from_secs(300);
@@ -261,12 +275,9 @@ async fn framework_sequential(url: &str, prefix: &str, address: &str, n: usize) 
         );
         tokio::time::sleep(Duration::from_micros(200)).await;
     }
-    let finished = Instant::now();
+    let run = started.get().expect("framework-sequential: timing").end(n);
     running.stop().await.expect("stop");
-    let Some(started) = started.get() else {
-        panic!("framework-sequential: no timing");
-    };
-    finished - *started
+    run
 }
 
 fn stream_options(group: &str) -> Options {
@@ -275,25 +286,15 @@ fn stream_options(group: &str) -> Options {
     options
 }
 
-fn report(name: &str, n: usize, elapsed: Duration) -> f64 {
-    let rate = n as f64 / elapsed.as_secs_f64();
-    println!(
-        "  {name:<40} {rate:>10.0} msg/s  ({n} in {:.2} s)",
-        elapsed.as_secs_f64()
-    );
-    rate
+fn report(name: &str, run: Run) -> Run {
+    println!("  {name:<40} {run}");
+    run
 }
 
 fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
         .unwrap_or_else(|_| "?".into())
-}
-
-fn median(v: &[f64]) -> f64 {
-    let mut sorted = v.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    sorted.get(sorted.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 const VARIANTS: [&str; 6] = [
@@ -312,6 +313,9 @@ async fn main() {
     let rounds: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(5);
     let url =
         std::env::var("RUSTSTREAM_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    let port = port_of(&url, 6379);
+    let server = BROKER.get_or_init(|| listener(port));
+    println!("server process on port {port}: {server:?} (its CPU time is measured where found)");
     let prefix = format!("bench:{}:", std::process::id());
     let broker = RedisBroker::connect_with(&url, Settings::default().key_prefix(prefix.clone()))
         .await
@@ -327,14 +331,14 @@ async fn main() {
         load_average()
     );
 
-    let mut rates: Vec<Vec<f64>> = vec![Vec::new(); VARIANTS.len()];
+    let mut runs: Vec<Vec<Run>> = vec![Vec::new(); VARIANTS.len()];
     for round in 0..rounds {
         for k in 0..VARIANTS.len() {
             let v = (round + k) % VARIANTS.len();
             let address = format!("s{round}-{v}");
             fill_stream(&broker, &address, n).await;
             let key = format!("{prefix}{address}");
-            let elapsed = match VARIANTS[v] {
+            let run = match VARIANTS[v] {
                 "raw-each" => raw_stream(&client, &key, n, false).await,
                 "raw-batch" => raw_stream(&client, &key, n, true).await,
                 "adapter-each" => adapter(&broker, stream_options("g"), &address, n, false).await,
@@ -344,17 +348,18 @@ async fn main() {
                 "framework" => framework(&url, &prefix, &address, n).await,
                 _ => framework_sequential(&url, &prefix, &address, n).await,
             };
-            rates[v].push(report(VARIANTS[v], n, elapsed));
+            runs[v].push(report(VARIANTS[v], run));
             let _: Value = client.del(key).await.expect("del");
         }
         println!("round {} done; load average {}", round + 1, load_average());
     }
-    let m: Vec<f64> = rates.iter().map(|r| median(r)).collect();
-    println!("\nmedians of {rounds} rounds (msg/s):");
-    for (v, name) in VARIANTS.iter().enumerate() {
-        let each: Vec<f64> = rates[v].iter().map(|r| r.round()).collect();
-        println!("  {name:<20} {:>8.0}   {each:?}", m[v]);
-    }
+    let m: Vec<f64> = runs
+        .iter()
+        .map(|r| median(r.iter().map(|run| run.rate)))
+        .collect();
+    println!("\nstream: medians of {rounds} rounds of {n}");
+    let stream: Vec<(&str, Vec<Run>)> = VARIANTS.iter().copied().zip(runs).collect();
+    print!("{}", markdown_table(&stream));
     println!(
         "adapter-each / raw-each {:.0} %, adapter-pipelined / raw-batch {:.0} %, framework / raw-batch {:.0} %, framework-sequential / raw-batch {:.0} %, adapter-pipelined / raw-each {:.1}x",
         100.0 * m[2] / m[0],
@@ -366,6 +371,7 @@ async fn main() {
 
     // Reliable list: filled first, then BLMOVE/LMOVE + LREM per delivery.
     let publisher = broker.redis_publisher();
+    let mut list = Vec::new();
     for (name, pipelined) in [
         ("adapter reliable list, settle each", false),
         ("adapter reliable list, pipelined", true),
@@ -385,12 +391,14 @@ async fn main() {
         }
         let mut options = Options::default();
         options.insert(ReliableList::new().consumer("bench"));
-        let elapsed = adapter(&broker, options, &address, n, pipelined).await;
-        report(name, n, elapsed);
+        let run = adapter(&broker, options, &address, n, pipelined).await;
+        list.push((name, vec![report(name, run)]));
     }
+    println!("\nreliable list: one run of {n}");
+    print!("{}", markdown_table(&list));
 
     // Pub/Sub: a publisher task sends while one subscription reads (at most once: count
-    // what arrives within the run).
+    // what arrives within the run). Both sides' CPU time includes the publishing.
     let mut options = Options::default();
     options.insert(PubSub::new());
     let spec = SubscribeSpec {
@@ -418,7 +426,7 @@ async fn main() {
             }
         })
     };
-    let started = Instant::now();
+    let window = window();
     let mut received = 0;
     while received < n {
         match tokio::time::timeout(Duration::from_secs(2), sub.deliveries.next()).await {
@@ -430,13 +438,12 @@ async fn main() {
             _ => break,
         }
     }
-    let elapsed = started.elapsed();
+    let run = window.end(received);
     sender.await.expect("sender");
-    report(
-        &format!("adapter pub/sub ({received}/{n} received)"),
-        received,
-        elapsed,
-    );
+    let name = format!("adapter pub/sub ({received}/{n} received)");
+    let run = report(&name, run);
+    println!("\nPub/Sub: one run of {n} sent");
+    print!("{}", markdown_table(&[(name.as_str(), vec![run])]));
 
     // Clean up this run's keys.
     let keys: Value = client
