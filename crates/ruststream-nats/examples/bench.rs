@@ -1,5 +1,6 @@
-//! Consume throughput on JetStream, each message's 512-byte JSON decoded (serde) into
-//! the same struct before its acknowledgement:
+//! Consume throughput and CPU time per message (this process's and the NATS server's)
+//! on JetStream, each message's 512-byte JSON decoded (serde) into the same struct before
+//! its acknowledgement:
 //!
 //! * `raw`: an async-nats pull consumer (`messages()`, batch 65): decode, `double_ack`
 //!   (confirmed by the server) awaited, next: the plain loop;
@@ -21,19 +22,33 @@
 //! Defaults: `nats://127.0.0.1:4222`, 20000 messages, 3 rounds. Each variant gets a
 //! fresh stream filled beforehand (not timed), deleted after; the order of the
 //! variants rotates from round to round. Timing: from the first message pulled
-//! (`framework`: from `on_start`) to the last acknowledgement settled.
+//! (`framework`: from `on_start`) to the last acknowledgement settled. Every run prints
+//! its msg/s and the client's and the server's CPU µs per message over that window; at
+//! the end a markdown table gives the medians: msg/s, its share of the fastest raw
+//! loop's, client and broker µs/msg. The server's CPU time is read from
+//! `/proc/<pid>/stat` of the process listening on the URL's port (run as root, or as the
+//! server's user, to see it).
 
 use std::sync::Arc;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer::pull, stream};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use ruststream::{App, Mount, Outcome, Settled, ack};
+use ruststream_conformance::cpu::{Run, Window, listener, markdown_table, port_of};
 use ruststream_nats::{JetStream, NatsBroker};
 use serde::Deserialize;
+
+/// The NATS server's process, for its CPU time (found once, from the URL's port).
+static BROKER: OnceLock<Option<u32>> = OnceLock::new();
+
+/// A measured window, with the server's CPU time where its process was found.
+fn window() -> Window {
+    Window::start(BROKER.get().copied().flatten())
+}
 
 #[derive(Debug, Deserialize)]
 struct Order {
@@ -85,9 +100,9 @@ async fn raw(
     name: &str,
     subject: &str,
     n: usize,
-    window: usize,
+    under_way: usize,
     confirmed: bool,
-) -> Duration {
+) -> Run {
     let stream = js.get_stream(name).await.expect("stream");
     let consumer = stream
         .create_consumer(pull::Config {
@@ -108,7 +123,7 @@ async fn raw(
     let mut acks = FuturesUnordered::new();
     for _ in 0..n {
         let message = messages.next().await.expect("message").expect("pulled");
-        started.get_or_insert_with(Instant::now);
+        started.get_or_insert_with(window);
         let order: Order = serde_json::from_slice(&message.payload).expect("json");
         std::hint::black_box((order.id, order.pad.len()));
         acks.push(async move {
@@ -118,14 +133,14 @@ async fn raw(
                 message.ack().await
             }
         });
-        while acks.len() >= window {
+        while acks.len() >= under_way {
             acks.next().await.expect("ack").expect("acked");
         }
     }
     while let Some(ack) = acks.next().await {
         ack.expect("acked");
     }
-    started.expect("started").elapsed()
+    started.expect("started").end(n)
 }
 
 /// The framework's time with the default sequential mount, or with `workers(n)`; with
@@ -136,14 +151,15 @@ async fn framework(
     n: usize,
     workers: Option<usize>,
     confirmed: bool,
-) -> Duration {
+) -> Run {
     let broker = NatsBroker::connect(url).await.expect("connect");
     let started = Arc::new(OnceLock::new());
     let finished = Arc::new(OnceLock::new());
     let done = Arc::new(tokio::sync::Notify::new());
     let settled = Arc::new(AtomicUsize::new(0));
     let failed = Arc::new(AtomicUsize::new(0));
-    let (s, f, d, c, e) = (
+    let (s, s_end, f, d, c, e) = (
+        started.clone(),
         started.clone(),
         finished.clone(),
         done.clone(),
@@ -160,14 +176,16 @@ async fn framework(
     let running = App::new(broker)
         .mount(mount, handle)
         .on_start(move || {
-            let _ = s.set(Instant::now());
+            let _ = s.set(window());
         })
         .after_settle(move |record: &Settled| {
             if !record.is_ok() {
                 e.fetch_add(1, Ordering::Relaxed);
             }
             if c.fetch_add(1, Ordering::AcqRel) + 1 == n {
-                let _ = f.set(Instant::now());
+                if let Some(window) = s_end.get() {
+                    let _ = f.set(window.end(n));
+                }
                 d.notify_one();
             }
         })
@@ -179,16 +197,11 @@ async fn framework(
         .expect("all settled");
     running.stop().await.expect("stop");
     assert_eq!(failed.load(Ordering::Relaxed), 0, "failed settlements");
-    *finished.get().expect("finished") - *started.get().expect("started")
+    *finished.get().expect("finished")
 }
 
 /// The `workers(n)` of the `framework-workers` variant.
 const WORKERS: usize = 64;
-
-fn median(mut rates: Vec<f64>) -> f64 {
-    rates.sort_by(f64::total_cmp);
-    rates[rates.len() / 2]
-}
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
@@ -199,6 +212,9 @@ async fn main() {
         .unwrap_or_else(|| "nats://127.0.0.1:4222".into());
     let n: usize = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(20_000);
     let rounds: usize = args.get(3).and_then(|a| a.parse().ok()).unwrap_or(3);
+    let port = port_of(&url, 4222);
+    let server = BROKER.get_or_init(|| listener(port));
+    println!("server process on port {port}: {server:?} (its CPU time is measured where found)");
     let js = jetstream::new(async_nats::connect(&url).await.expect("connect"));
     let variants = [
         "raw",
@@ -209,14 +225,14 @@ async fn main() {
         "framework-confirmed",
         "framework-workers-confirmed",
     ];
-    let mut rates: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
+    let mut runs: Vec<Vec<Run>> = vec![Vec::new(); variants.len()];
     for round in 0..rounds {
         for k in 0..variants.len() {
             let v = (k + round) % variants.len();
             let name = format!("rsbench_{}", variants[v].replace('-', "_"));
             let subject = format!("rsbench.{}", variants[v]);
             fill(&js, &name, &subject, n).await;
-            let took = match variants[v] {
+            let run = match variants[v] {
                 "raw" => raw(&js, &name, &subject, n, 1, true).await,
                 "raw-pipelined" => raw(&js, &name, &subject, n, 64, true).await,
                 "raw-plain" => raw(&js, &name, &subject, n, 1, false).await,
@@ -225,13 +241,12 @@ async fn main() {
                 "framework-confirmed" => framework(&url, &subject, n, None, true).await,
                 _ => framework(&url, &subject, n, Some(WORKERS), true).await,
             };
-            let rate = n as f64 / took.as_secs_f64();
-            println!("round {round} {:<27} {:>9.0} msg/s", variants[v], rate);
-            rates[v].push(rate);
+            println!("round {round} {:<27} {run}", variants[v]);
+            runs[v].push(run);
             let _ = js.delete_stream(&name).await;
         }
     }
-    for (v, r) in variants.iter().zip(rates) {
-        println!("median {v:<27} {:>9.0} msg/s  ({r:.0?})", median(r.clone()));
-    }
+    let variants: Vec<(&str, Vec<Run>)> = variants.into_iter().zip(runs).collect();
+    println!("JetStream: medians of {rounds} rounds of {n}");
+    print!("{}", markdown_table(&variants));
 }
