@@ -1,6 +1,6 @@
-//! Consume throughput, four ways, same credit (256), all at-least-once with an `accepted`
-//! outcome for every message after its 512-byte JSON has been decoded (serde) into the
-//! same struct:
+//! Consume throughput and CPU time per message (this process's and the broker's), five
+//! ways, same credit (256), all at-least-once with an `accepted` outcome for every message
+//! after its 512-byte JSON has been decoded (serde) into the same struct:
 //!
 //! * `raw`: a raw fe2o3-amqp receive loop: `recv`, decode, `accept` (one disposition per
 //!   message): the baseline of the issue;
@@ -9,7 +9,8 @@
 //!   fe2o3 can do when the settlements are batched, as the adapter batches them;
 //! * `adapter`: this adapter's subscription stream, decoded and settled by hand;
 //! * `framework`: a `ruststream::App` on `AmqpBroker` with one mounted `async fn` that
-//!   takes the decoded struct and returns `ack()` (sequential handling, the default).
+//!   takes the decoded struct and returns `ack()` (sequential handling, the default);
+//! * `framework-workers`: the same mount with `workers(64)`.
 //!
 //! ```text
 //! cargo run --release -p ruststream-amqp --example bench -- [URL] [MESSAGES] [ROUNDS] [QUEUES]
@@ -20,16 +21,20 @@
 //! every variant once, one after the other (the order rotates from round to round), each
 //! on its own connection and on a queue filled beforehand with `MESSAGES` messages (the
 //! fill is not timed). The queue is drained before the first round and checked empty
-//! after the last.
+//! after the last. Every run prints its msg/s and the client's and the broker's CPU µs
+//! per message over its timed window (`framework`: from `on_start` to the last
+//! settlement); at the end a markdown table per queue gives the medians: msg/s, its share
+//! of the fastest raw loop's, client and broker µs/msg. The broker's CPU time is read
+//! from `/proc/<pid>/stat` of the process listening on the URL's port (run as root, or as
+//! the broker's user, to see it).
 //!
-//! Environment: `BENCH_BROKER_PID` (the broker's pid) adds the broker's CPU time per
-//! message; `BENCH_VARIANTS=framework,raw` runs only those; `BENCH_PERF_CTL=FIFO` turns
-//! `perf record -D -1 --control fifo:FIFO` on only while a drain is timed.
+//! Environment: `BENCH_VARIANTS=framework,raw` runs only those; `BENCH_PERF_CTL=FIFO`
+//! turns `perf record -D -1 --control fifo:FIFO` on only while a drain is timed.
 
 use std::sync::Arc;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use fe2o3_amqp::link::delivery::DeliveryInfo;
 use fe2o3_amqp::link::receiver::CreditMode;
@@ -40,10 +45,18 @@ use fe2o3_amqp::{Connection, Receiver, Session};
 use futures_util::{FutureExt, StreamExt};
 use ruststream::{App, Mount, Outcome, Settled, ack};
 use ruststream_amqp::{AmqpBroker, SubscribeOptions};
+use ruststream_conformance::cpu::{Run, Window, listener, markdown_table, port_of};
 use ruststream_core::{Broker, Message, Settlement, SubscribeSpec};
 use serde::Deserialize;
 
 const CREDIT: u32 = 256;
+
+/// The `workers(n)` of the `framework-workers` variant.
+const WORKERS: usize = 64;
+
+/// The broker's process, for its CPU time (found once, from the URL's port).
+static BROKER: OnceLock<Option<u32>> = OnceLock::new();
+
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(300);
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -62,92 +75,24 @@ impl Order {
     }
 }
 
-/// CPU time used so far (user + system, in clock ticks of 10 ms) by this process and,
-/// when `BENCH_BROKER_PID` names it, by the broker.
-#[derive(Clone, Copy, Debug)]
-struct Cpu {
-    client: u64,
-    broker: Option<u64>,
+/// The start of a timed drain (with the broker's CPU time where its process was found);
+/// turns `perf record` on when `BENCH_PERF_CTL` names its control FIFO
+/// (`perf record -D -1 --control fifo:PATH`).
+fn start() -> Window {
+    perf_control("enable");
+    Window::start(BROKER.get().copied().flatten())
 }
 
-fn ticks(pid: &str) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the command name (in parentheses): state is field 3, utime 14, stime 15.
-    let rest = stat.rsplit_once(')')?.1;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
-}
-
-impl Cpu {
-    fn now() -> Self {
-        Self {
-            client: ticks("self").unwrap_or(0),
-            broker: std::env::var("BENCH_BROKER_PID")
-                .ok()
-                .and_then(|pid| ticks(&pid)),
-        }
-    }
-}
-
-/// One timed drain: its start and end.
-#[derive(Clone, Copy, Debug)]
-struct Mark {
-    at: Instant,
-    cpu: Cpu,
-}
-
-impl Mark {
-    fn now() -> Self {
-        Self {
-            at: Instant::now(),
-            cpu: Cpu::now(),
-        }
-    }
-
-    /// The start of a timed drain; turns `perf record` on when `BENCH_PERF_CTL` names
-    /// its control FIFO (`perf record -D -1 --control fifo:PATH`).
-    fn start() -> Self {
-        perf_control("enable");
-        Self::now()
-    }
-
-    /// The end of a timed drain; turns `perf record` off again.
-    fn end() -> Self {
-        let mark = Self::now();
-        perf_control("disable");
-        mark
-    }
+/// The end of a timed drain of `n` messages; turns `perf record` off again.
+fn end(window: &Window, n: usize) -> Run {
+    let run = window.end(n);
+    perf_control("disable");
+    run
 }
 
 fn perf_control(command: &str) {
     if let Some(path) = std::env::var_os("BENCH_PERF_CTL") {
         let _ = std::fs::write(path, format!("{command}\n"));
-    }
-}
-
-/// What a drain of `n` messages measured.
-#[derive(Clone, Copy, Debug)]
-struct Measure {
-    /// Messages per second.
-    rate: f64,
-    /// CPU µs per message in this process.
-    client_us: f64,
-    /// CPU µs per message in the broker, when measured.
-    broker_us: Option<f64>,
-}
-
-impl Measure {
-    fn of(n: usize, start: Mark, end: Mark) -> Self {
-        let per_msg = |ticks: u64| ticks as f64 * 10_000.0 / n as f64;
-        Self {
-            rate: n as f64 / end.at.duration_since(start.at).as_secs_f64(),
-            client_us: per_msg(end.cpu.client.saturating_sub(start.cpu.client)),
-            broker_us: start
-                .cpu
-                .broker
-                .zip(end.cpu.broker)
-                .map(|(a, b)| per_msg(b.saturating_sub(a))),
-        }
     }
 }
 
@@ -194,7 +139,7 @@ async fn drain(broker: &AmqpBroker, queue: &str) -> Result<usize, Error> {
 /// delivery (one disposition per message), or, `batched`, take what else has already
 /// arrived (up to half the credit), decode each, and accept them all in ranged
 /// dispositions (`accept_all`).
-async fn raw(url: &str, queue: &str, n: usize, batched: bool) -> Result<Measure, Error> {
+async fn raw(url: &str, queue: &str, n: usize, batched: bool) -> Result<Run, Error> {
     let parsed = (url.split('@').nth(1).unwrap_or("127.0.0.1:5673")).to_owned();
     let tcp = tokio::net::TcpStream::connect(parsed.as_str()).await?;
     tcp.set_nodelay(true)?; // as the adapter does: fe2o3 alone does not
@@ -218,7 +163,7 @@ async fn raw(url: &str, queue: &str, n: usize, batched: bool) -> Result<Measure,
     let batch = (CREDIT / 2) as usize;
     let mut held: Vec<DeliveryInfo> = Vec::with_capacity(batch);
     let mut taken = 0;
-    let start = Mark::start();
+    let window = start();
     while taken < n {
         let mut next = Some(receiver.recv::<Body<Value>>().await?);
         while let Some(delivery) = next.take() {
@@ -242,31 +187,31 @@ async fn raw(url: &str, queue: &str, n: usize, batched: bool) -> Result<Measure,
             receiver.accept_all(held.drain(..)).await?;
         }
     }
-    let measure = Measure::of(n, start, Mark::end());
+    let run = end(&window, n);
     receiver.close().await?;
     session.end().await?;
     connection.close().await?;
-    Ok(measure)
+    Ok(run)
 }
 
 /// The adapter: a subscription with the same credit, on a connection of its own;
 /// decode, then settle with `Accept`.
-async fn adapter(url: &str, queue: &str, n: usize) -> Result<Measure, Error> {
+async fn adapter(url: &str, queue: &str, n: usize) -> Result<Run, Error> {
     let broker = AmqpBroker::connect(url).await?;
     let mut spec = SubscribeSpec::new(queue);
     spec.options.insert(SubscribeOptions::new().credit(CREDIT));
     let mut sub = broker.subscribe(spec).await?;
-    let start = Mark::start();
+    let window = start();
     for _ in 0..n {
         let delivery = sub.deliveries.next().await.ok_or("stream ended")??;
         let order: Order = serde_json::from_slice(delivery.payload())?;
         order.consume();
         delivery.settle(Settlement::Accept).await?;
     }
-    let measure = Measure::of(n, start, Mark::end());
+    let run = end(&window, n);
     drop(sub);
     broker.close().await;
-    Ok(measure)
+    Ok(run)
 }
 
 /// The framework's handler: takes the decoded payload, acknowledges.
@@ -278,32 +223,38 @@ async fn handle(order: Order) -> Outcome {
 /// What the framework variant's hooks record.
 #[derive(Default)]
 struct Progress {
-    started: OnceLock<Mark>,
-    finished: OnceLock<Mark>,
+    started: OnceLock<Window>,
+    finished: OnceLock<Run>,
     settled: AtomicUsize,
     failed: AtomicUsize,
     done: tokio::sync::Notify,
 }
 
 /// The framework: an `App` on its own `AmqpBroker` connection (stopping the app closes
-/// it), one mount with the same credit, sequential handling. Timed from `on_start`
-/// (subscribed, handling starts) to the `n`th settlement seen by `after_settle`.
-async fn framework(url: &str, queue: &str, n: usize) -> Result<Measure, Error> {
+/// it), one mount with the same credit, sequential handling or `workers(n)`. Timed from
+/// `on_start` (subscribed, handling starts) to the `n`th settlement seen by
+/// `after_settle`.
+async fn framework(url: &str, queue: &str, n: usize, workers: Option<usize>) -> Result<Run, Error> {
     let broker = AmqpBroker::connect(url).await?;
     let progress = Arc::new(Progress::default());
-    let mount = Mount::new(queue).option(SubscribeOptions::new().credit(CREDIT));
+    let mut mount = Mount::new(queue).option(SubscribeOptions::new().credit(CREDIT));
+    if let Some(workers) = workers {
+        mount = mount.workers(workers);
+    }
     let (on_start, on_settle) = (progress.clone(), progress.clone());
     let app = App::with_broker(Arc::new(broker))
         .mount(mount, handle)
         .on_start(move || {
-            let _ = on_start.started.set(Mark::start());
+            let _ = on_start.started.set(start());
         })
         .after_settle(move |settled: &Settled| {
             if !settled.is_ok() {
                 on_settle.failed.fetch_add(1, Ordering::Relaxed);
             }
             if on_settle.settled.fetch_add(1, Ordering::AcqRel) + 1 == n {
-                let _ = on_settle.finished.set(Mark::end());
+                if let Some(window) = on_settle.started.get() {
+                    let _ = on_settle.finished.set(end(window, n));
+                }
                 on_settle.done.notify_one();
             }
         });
@@ -315,10 +266,11 @@ async fn framework(url: &str, queue: &str, n: usize) -> Result<Measure, Error> {
     if failed > 0 {
         return Err(format!("framework: {failed} settlements failed").into());
     }
-    let (Some(started), Some(finished)) = (progress.started.get(), progress.finished.get()) else {
-        return Err("framework: no timing".into());
-    };
-    Ok(Measure::of(n, *started, *finished))
+    progress
+        .finished
+        .get()
+        .copied()
+        .ok_or_else(|| "framework: no timing".into())
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -327,6 +279,7 @@ enum Variant {
     RawBatched,
     Adapter,
     Framework,
+    FrameworkWorkers,
 }
 
 impl Variant {
@@ -336,65 +289,23 @@ impl Variant {
             Self::RawBatched => "raw-batched",
             Self::Adapter => "adapter",
             Self::Framework => "framework",
+            Self::FrameworkWorkers => "framework-workers",
         }
     }
 }
 
-const VARIANTS: [Variant; 4] = [
+const VARIANTS: [Variant; 5] = [
     Variant::Raw,
     Variant::RawBatched,
     Variant::Adapter,
     Variant::Framework,
+    Variant::FrameworkWorkers,
 ];
 
 fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
         .unwrap_or_else(|_| "?".into())
-}
-
-fn median(v: impl IntoIterator<Item = f64>) -> f64 {
-    let mut sorted: Vec<f64> = v.into_iter().collect();
-    sorted.sort_by(f64::total_cmp);
-    sorted.get(sorted.len() / 2).copied().unwrap_or(f64::NAN)
-}
-
-/// Prints, per variant: the median rate; its ratio to each raw loop's median and the
-/// median of its ratios to the raw loop's run of the same round (adjacent in time, so
-/// less exposed to the machine's load drifting); CPU per message; every round's rate.
-fn report(results: &[Vec<Measure>; 4]) {
-    println!(
-        "  {:12} {:>8} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}   msg/s of each round",
-        "variant", "msg/s", "/raw", "/batch", "paired", "paired", "client", "broker"
-    );
-    println!(
-        "  {:12} {:>8} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}",
-        "", "median", "", "", "/raw", "/batch", "µs/msg", "µs/msg"
-    );
-    let rate = |measures: &[Measure]| median(measures.iter().map(|m| m.rate));
-    let paired = |measures: &[Measure], base: &[Measure]| {
-        median(
-            measures
-                .iter()
-                .zip(base)
-                .map(|(m, b)| 100.0 * m.rate / b.rate),
-        )
-    };
-    let (raw, batched) = (&results[0], &results[1]);
-    for (variant, measures) in VARIANTS.iter().zip(results) {
-        let r = rate(measures);
-        let client = median(measures.iter().map(|m| m.client_us));
-        let broker = median(measures.iter().map(|m| m.broker_us.unwrap_or(f64::NAN)));
-        let rounds: Vec<f64> = measures.iter().map(|m| m.rate.round()).collect();
-        println!(
-            "  {:12} {r:>8.0} {:>6.1}% {:>6.1}% {:>6.1}% {:>6.1}% {client:>7.1} {broker:>7.1}   {rounds:?}",
-            variant.name(),
-            100.0 * r / rate(raw),
-            100.0 * r / rate(batched),
-            paired(measures, raw),
-            paired(measures, batched),
-        );
-    }
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -409,6 +320,9 @@ async fn main() -> Result<(), Error> {
         || vec!["rs.quorum".into(), "rs.classic".into()],
         |s| s.split(',').map(str::to_owned).collect(),
     );
+    let port = port_of(&url, 5672);
+    let process = BROKER.get_or_init(|| listener(port));
+    println!("broker process on port {port}: {process:?} (its CPU time is measured where found)");
     // Fills the queues and checks they end empty; each variant connects on its own.
     let broker = AmqpBroker::connect(&url).await?;
     println!(
@@ -427,7 +341,7 @@ async fn main() -> Result<(), Error> {
             println!("{queue}: drained {leftover} messages left from before");
         }
         // results[variant][round]
-        let mut results: [Vec<Measure>; 4] = Default::default();
+        let mut results: Vec<Vec<Run>> = vec![Vec::new(); VARIANTS.len()];
         for round in 0..rounds {
             for k in 0..VARIANTS.len() {
                 let variant = VARIANTS[(round + k) % VARIANTS.len()];
@@ -437,18 +351,20 @@ async fn main() -> Result<(), Error> {
                 fill(&broker, queue, n).await?;
                 // Each variant runs in a task of its own on the runtime's workers, as the
                 // framework's handling loop does (not on the thread blocked in `main`).
-                let (url, queue) = (url.clone(), queue.clone());
-                let measure = tokio::spawn(async move {
+                let (url, q) = (url.clone(), queue.clone());
+                let run = tokio::spawn(async move {
                     match variant {
-                        Variant::Raw => raw(&url, &queue, n, false).await,
-                        Variant::RawBatched => raw(&url, &queue, n, true).await,
-                        Variant::Adapter => adapter(&url, &queue, n).await,
-                        Variant::Framework => framework(&url, &queue, n).await,
+                        Variant::Raw => raw(&url, &q, n, false).await,
+                        Variant::RawBatched => raw(&url, &q, n, true).await,
+                        Variant::Adapter => adapter(&url, &q, n).await,
+                        Variant::Framework => framework(&url, &q, n, None).await,
+                        Variant::FrameworkWorkers => framework(&url, &q, n, Some(WORKERS)).await,
                     }
                 })
                 .await??;
                 let index = VARIANTS.iter().position(|v| *v == variant).unwrap_or(0);
-                results[index].push(measure);
+                println!("  {queue} round {round} {:<17} {run}", variant.name());
+                results[index].push(run);
             }
             println!(
                 "  {queue} round {} done; load average {}",
@@ -458,7 +374,9 @@ async fn main() -> Result<(), Error> {
         }
         let leftover = drain(&broker, queue).await?;
         println!("{queue}: left in queue after the run: {leftover}");
-        report(&results);
+        let table: Vec<(&str, Vec<Run>)> = VARIANTS.iter().map(|v| v.name()).zip(results).collect();
+        println!("{queue}: medians of {rounds} rounds of {n}");
+        print!("{}", markdown_table(&table));
     }
     broker.close().await;
     Ok(())
