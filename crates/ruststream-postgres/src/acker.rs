@@ -5,14 +5,18 @@ use std::time::Duration;
 
 use ruststream_core::{AckError, Acker, Message, Settlement, Settling, Tag};
 
+use crate::deletes::Deletes;
 use crate::inner::Inner;
 use crate::lease::Held;
 
 /// Settles the rows of one subscription, each known by its id and the attempt it was
 /// claimed at (so a row claimed again by another consumer is never settled by this one).
+/// Deletes go together ([`Deletes`]: one statement, one commit, for the rows settled at
+/// the same moment).
 pub(crate) struct RowAcker {
     pub(crate) inner: Arc<Inner>,
     pub(crate) held: Arc<Held>,
+    pub(crate) deletes: Deletes,
 }
 
 /// A row's tag: its id and the attempt of this claim.
@@ -33,21 +37,22 @@ impl Acker for RowAcker {
             return Settling::done(Err(AckError::Unsupported));
         };
         let (inner, held) = (self.inner.clone(), self.held.clone());
+        let deletes = self.deletes.clone();
         Settling::pending(async move {
             let done = match settlement {
                 Settlement::Accept | Settlement::Reject | Settlement::Remove => {
-                    delete(&inner, id, attempts).await
+                    deletes.delete(id, attempts).await
                 }
                 Settlement::Requeue => visible(&inner, id, attempts, Duration::ZERO).await,
                 Settlement::RequeueAfter(delay) => visible(&inner, id, attempts, delay).await,
             };
             held.release(id, attempts);
             match done {
-                Ok(0) => Err(AckError::Refused(
+                Ok(false) => Err(AckError::Refused(
                     "lease lost: the row was claimed again or removed".to_owned(),
                 )),
-                Ok(_) => Ok(()),
-                Err(error) => Err(ack_error(&error)),
+                Ok(true) => Ok(()),
+                Err(error) => Err(error),
             }
         })
     }
@@ -71,26 +76,8 @@ impl Acker for RowAcker {
     }
 }
 
-async fn delete(inner: &Inner, id: i64, attempts: i32) -> Result<u64, sqlx::Error> {
-    let statement = format!(
-        "DELETE FROM {} WHERE id = $1 AND attempts = $2",
-        inner.names.messages
-    );
-    let done = sqlx::query(&statement)
-        .bind(id)
-        .bind(attempts)
-        .execute(&inner.pool)
-        .await?;
-    Ok(done.rows_affected())
-}
-
 /// Makes the row visible after `delay` and tells the queue's consumers.
-async fn visible(
-    inner: &Inner,
-    id: i64,
-    attempts: i32,
-    delay: Duration,
-) -> Result<u64, sqlx::Error> {
+async fn visible(inner: &Inner, id: i64, attempts: i32, delay: Duration) -> Result<bool, AckError> {
     let statement = format!(
         "WITH given AS (
             UPDATE {} SET visible_at = now() + $3 * interval '1 millisecond', leased = false
@@ -104,11 +91,13 @@ async fn visible(
         .bind(delay.as_millis() as f64)
         .bind(&inner.names.channel)
         .fetch_all(&inner.pool)
-        .await?;
-    Ok(rows.len() as u64)
+        .await
+        .map_err(|error| ack_error(&error))?;
+    Ok(!rows.is_empty())
 }
 
-fn ack_error(error: &sqlx::Error) -> AckError {
+/// A failed statement's settlement error.
+pub(crate) fn ack_error(error: &sqlx::Error) -> AckError {
     match error {
         sqlx::Error::Database(db) => AckError::Refused(db.message().to_owned()),
         _ => AckError::Disconnected,

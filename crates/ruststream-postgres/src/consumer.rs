@@ -11,6 +11,7 @@ use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
 
 use crate::acker::{RowAcker, tag};
+use crate::deletes::Deletes;
 use crate::inner::Inner;
 use crate::lease::Held;
 use crate::row;
@@ -50,6 +51,7 @@ impl Consumer {
         let acker: Arc<dyn Acker> = Arc::new(RowAcker {
             inner: self.inner.clone(),
             held: self.held.clone(),
+            deletes: Deletes::spawn(self.inner.clone(), self.batch),
         });
         let mut backoff = Duration::from_millis(100);
         'claiming: loop {

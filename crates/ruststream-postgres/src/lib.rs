@@ -42,6 +42,7 @@ mod acker;
 mod broker;
 mod connector;
 mod consumer;
+mod deletes;
 mod error;
 mod inner;
 mod inspect;
