@@ -21,7 +21,7 @@ use crate::acker::ChannelAcker;
 use crate::connection::Connector;
 use crate::gate::Gate;
 use crate::message;
-use crate::stream::Deliveries;
+use crate::stream::{Deliveries, Item};
 
 /// What a subscription consumes.
 #[derive(Clone, Debug)]
@@ -115,9 +115,6 @@ async fn open(connector: &Connector, spec: &ConsumeSpec) -> Result<(Channel, Con
 }
 
 pub(crate) type Sender = mpsc::Sender<Item>;
-
-/// What the consumer task sends on: a delivery with the epoch of the channel it came on.
-pub(crate) type Item = Result<(u64, Delivery), ConsumeError>;
 
 /// How consuming on one channel ended.
 enum End {

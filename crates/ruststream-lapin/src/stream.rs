@@ -9,7 +9,9 @@ use ruststream_core::{ConsumeError, Delivery};
 use tokio::sync::mpsc;
 
 use crate::acker::ChannelAcker;
-use crate::consumer::Item;
+
+/// What the consumer task sends on: a delivery with the epoch of the channel it came on.
+pub(crate) type Item = Result<(u64, Delivery), ConsumeError>;
 
 /// The deliveries the consumer task sends on. Dropping it first tells the acker to give
 /// nothing back itself (the consumer is still consuming: RabbitMQ would hand a message

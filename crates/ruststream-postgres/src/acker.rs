@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use ruststream_core::{AckError, Acker, Message, Settlement, Settling, Tag};
 
-use crate::deletes::Deletes;
+use crate::deletes::{Deletes, ack_error};
 use crate::inner::Inner;
 use crate::lease::Held;
 
@@ -94,12 +94,4 @@ async fn visible(inner: &Inner, id: i64, attempts: i32, delay: Duration) -> Resu
         .await
         .map_err(|error| ack_error(&error))?;
     Ok(!rows.is_empty())
-}
-
-/// A failed statement's settlement error.
-pub(crate) fn ack_error(error: &sqlx::Error) -> AckError {
-    match error {
-        sqlx::Error::Database(db) => AckError::Refused(db.message().to_owned()),
-        _ => AckError::Disconnected,
-    }
 }

@@ -69,7 +69,7 @@ impl Deletes {
                 for (id, _, reply) in batch.drain(..) {
                     let answer = match &deleted {
                         Ok(rows) => Ok(rows.contains(&id)),
-                        Err(error) => Err(crate::acker::ack_error(error)),
+                        Err(error) => Err(ack_error(error)),
                     };
                     let _ = reply.send(answer);
                 }
@@ -86,6 +86,14 @@ impl Deletes {
             .send((id, attempts, tx))
             .map_err(|_| AckError::Disconnected)?;
         rx.await.map_err(|_| AckError::Disconnected)?
+    }
+}
+
+/// A failed statement's settlement error.
+pub(crate) fn ack_error(error: &sqlx::Error) -> AckError {
+    match error {
+        sqlx::Error::Database(db) => AckError::Refused(db.message().to_owned()),
+        _ => AckError::Disconnected,
     }
 }
 
