@@ -190,13 +190,17 @@ impl Acks {
 
     async fn flush(self: Arc<Self>) {
         loop {
-            self.gather().await;
-            let (plan, mut waiters) = {
+            {
                 let mut state = self.lock();
                 if state.waiting.is_empty() {
                     state.flushing = false;
                     return;
                 }
+            }
+            // Only this task takes acks out: what waits now still waits after gathering.
+            self.gather().await;
+            let (plan, mut waiters) = {
+                let mut state = self.lock();
                 let waiting = std::mem::take(&mut state.waiting);
                 let plan = plan(state.floor, &state.settled, waiting.keys().copied());
                 (plan, waiting.into_values())
