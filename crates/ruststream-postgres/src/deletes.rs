@@ -61,14 +61,17 @@ impl Deletes {
                 gather(&mut rx, &mut batch, run).await;
                 let ids: Vec<i64> = batch.iter().map(|(id, _, _)| *id).collect();
                 let attempts: Vec<i32> = batch.iter().map(|(_, a, _)| *a).collect();
-                let deleted: Result<Vec<i64>, sqlx::Error> = sqlx::query_scalar(&statement)
+                let mut deleted: Result<Vec<i64>, sqlx::Error> = sqlx::query_scalar(&statement)
                     .bind(&ids)
                     .bind(&attempts)
                     .fetch_all(&inner.pool)
                     .await;
+                if let Ok(rows) = &mut deleted {
+                    rows.sort_unstable();
+                }
                 for (id, _, reply) in batch.drain(..) {
                     let answer = match &deleted {
-                        Ok(rows) => Ok(rows.contains(&id)),
+                        Ok(rows) => Ok(rows.binary_search(&id).is_ok()),
                         Err(error) => Err(ack_error(error)),
                     };
                     let _ = reply.send(answer);
