@@ -197,17 +197,56 @@ pub fn port_of(url: &str, default: u16) -> u16 {
         .unwrap_or(default)
 }
 
-/// User plus system time of `/proc/<pid>/stat` (fields 14 and 15, in clock ticks).
+/// User plus system time of `/proc/<pid>/stat` (`"self"` for this process).
 fn cpu_of(pid: &str) -> Option<Duration> {
+    stat(pid).map(|(_, spent)| spent)
+}
+
+/// The parent and the user plus system time of a process (`/proc/<pid>/stat`, fields
+/// 4, 14 and 15; every thread, the exited ones included).
+pub fn parent_and_cpu(pid: u32) -> Option<(u32, Duration)> {
+    stat(&pid.to_string())
+}
+
+fn stat(pid: &str) -> Option<(u32, Duration)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) is in parentheses and may hold spaces.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let mut fields = rest.split(' ').skip(11);
-    let user: u64 = fields.next()?.parse().ok()?;
-    let system: u64 = fields.next()?.parse().ok()?;
-    Some(Duration::from_secs_f64(
-        (user + system) as f64 / ticks_per_second(),
+    let fields: Vec<&str> = stat[stat.rfind(')')? + 2..].split(' ').collect();
+    let parent = fields.get(1)?.parse().ok()?;
+    let user: u64 = fields.get(11)?.parse().ok()?;
+    let system: u64 = fields.get(12)?.parse().ok()?;
+    Some((
+        parent,
+        Duration::from_secs_f64((user + system) as f64 / ticks_per_second()),
     ))
+}
+
+/// The children of process `pid` (a broker that runs a process per connection, such as
+/// PostgreSQL, spends its CPU in them): from `/proc/<pid>/task/*/children`, or, on a
+/// kernel without those files, every process whose parent is `pid`.
+pub fn children(pid: u32) -> Vec<u32> {
+    let listed: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|tasks| {
+            tasks
+                .flatten()
+                .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    if !listed.is_empty() {
+        return listed
+            .iter()
+            .flat_map(|list| list.split_whitespace())
+            .filter_map(|child| child.parse().ok())
+            .collect();
+    }
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|process| process.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&child| parent_and_cpu(child).is_some_and(|(parent, _)| parent == pid))
+        .collect()
 }
 
 /// The kernel's clock ticks per second (`getconf CLK_TCK`; 100 where it cannot say).
@@ -301,6 +340,13 @@ mod tests {
         let table = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n   0: 0100007F:1628 00000000:0000 0A 00000000:00000000 00:00000000 00000000   999        0 4242 1\n   1: 0100007F:1628 0100007F:9C40 01 00000000:00000000 00:00000000 00000000   999        0 4343 1\n";
         assert_eq!(listening_inode(table, 5672).as_deref(), Some("4242"));
         assert_eq!(listening_inode(table, 5673), None);
+    }
+
+    #[test]
+    fn this_process_is_a_child_of_its_parent() {
+        let me = std::process::id();
+        let (parent, _) = super::parent_and_cpu(me).expect("this process's stat");
+        assert!(super::children(parent).contains(&me));
     }
 
     #[test]

@@ -58,7 +58,9 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use ruststream::{App, Mount, Outcome, Settled, ack};
-use ruststream_conformance::cpu::{Run, Window, listener, median, port_of};
+use ruststream_conformance::cpu::{
+    Run, Window, children, listener, markdown_table, median, parent_and_cpu, port_of,
+};
 use ruststream_core::{Broker, Message};
 use ruststream_postgres::PostgresBroker;
 use serde::{Deserialize, Serialize};
@@ -199,36 +201,9 @@ async fn empty(admin: &mut PgConnection, schema: &str, variant: &str) -> Result<
 
 /// The CPU time of the postmaster and of each of its children, by pid.
 fn server_cpu(postmaster: u32) -> HashMap<u32, Duration> {
-    let mut pids = vec![postmaster];
-    let children = std::fs::read_dir(format!("/proc/{postmaster}/task"))
-        .map(|tasks| {
-            tasks
-                .flatten()
-                .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
-                .collect::<Vec<_>>()
-        })
-        .unwrap_or_default();
-    if children.is_empty() {
-        // No `children` files (a kernel without CONFIG_PROC_CHILDREN): every process
-        // whose parent is the postmaster.
-        for process in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-            let pid = process.file_name().to_str().and_then(|s| s.parse().ok());
-            if let Some(pid) = pid
-                && stat(pid).is_some_and(|(ppid, _)| ppid == postmaster)
-            {
-                pids.push(pid);
-            }
-        }
-    } else {
-        pids.extend(
-            children
-                .iter()
-                .flat_map(|list| list.split_whitespace())
-                .filter_map(|pid| pid.parse::<u32>().ok()),
-        );
-    }
-    pids.into_iter()
-        .filter_map(|pid| Some((pid, stat(pid)?.1)))
+    std::iter::once(postmaster)
+        .chain(children(postmaster))
+        .filter_map(|pid| Some((pid, parent_and_cpu(pid)?.1)))
         .collect()
 }
 
@@ -250,33 +225,6 @@ fn kind(pid: u32, postmaster: u32) -> String {
             name.to_owned()
         }
     }
-}
-
-/// The parent and the user plus system time of `/proc/<pid>/stat` (fields 4, 14, 15).
-fn stat(pid: u32) -> Option<(u32, Duration)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) is in parentheses and may hold spaces.
-    let fields: Vec<&str> = stat[stat.rfind(')')? + 2..].split(' ').collect();
-    let ppid = fields.get(1)?.parse().ok()?;
-    let user: u64 = fields.get(11)?.parse().ok()?;
-    let system: u64 = fields.get(12)?.parse().ok()?;
-    Some((
-        ppid,
-        Duration::from_secs_f64((user + system) as f64 / ticks_per_second()),
-    ))
-}
-
-fn ticks_per_second() -> f64 {
-    static TICKS: OnceLock<f64> = OnceLock::new();
-    *TICKS.get_or_init(|| {
-        std::process::Command::new("getconf")
-            .arg("CLK_TCK")
-            .output()
-            .ok()
-            .and_then(|out| String::from_utf8(out.stdout).ok())
-            .and_then(|s| s.trim().parse().ok())
-            .unwrap_or(100.0)
-    })
 }
 
 /// A timed window: wall time and this process's CPU time (`cpu::Window`), and the
@@ -591,36 +539,6 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-/// The medians of every variant's runs, against `raw-batch`'s rate.
-fn table(variants: &[(&str, Vec<Run>)]) -> String {
-    let rows: Vec<(&str, f64, f64, f64)> = variants
-        .iter()
-        .filter(|(_, runs)| !runs.is_empty())
-        .map(|(name, runs)| {
-            (
-                *name,
-                median(runs.iter().map(|r| r.rate)),
-                median(runs.iter().map(|r| r.client_us)),
-                median(runs.iter().map(|r| r.broker_us)),
-            )
-        })
-        .collect();
-    let reference = rows
-        .iter()
-        .find(|row| row.0 == "raw-batch")
-        .map(|row| row.1);
-    let mut table = "| variant | msg/s | / raw-batch | client µs/msg | server µs/msg |\n\
-                     |---|---:|---:|---:|---:|\n"
-        .to_owned();
-    for (name, rate, client, server) in &rows {
-        let share = reference.map_or("–".to_owned(), |r| format!("{:.0} %", 100.0 * rate / r));
-        table.push_str(&format!(
-            "| {name} | {rate:.0} | {share} | {client:.1} | {server:.1} |\n"
-        ));
-    }
-    table
-}
-
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
     let mut args = std::env::args().skip(1);
@@ -696,7 +614,7 @@ async fn main() -> Result<(), Error> {
     let variants: Vec<(&str, Vec<Run>)> = VARIANTS.iter().copied().zip(runs).collect();
     if variants.iter().any(|(_, runs)| !runs.is_empty()) {
         println!("\nmedians of {rounds} rounds of {n}\n");
-        print!("{}", table(&variants));
+        print!("{}", markdown_table(&variants));
         println!("\n| variant | commits/msg | WAL bytes/msg |\n|---|---:|---:|");
         for (name, io) in VARIANTS.iter().zip(&io).filter(|(_, io)| !io.is_empty()) {
             println!(
