@@ -10,19 +10,10 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use ruststream_core::{
-    Address, Broker, Delivery, Message, RETRY_COUNT, Settlement, SubscribeError, SubscribeSpec,
-    Subscription,
+    Address, Broker, Message, RETRY_COUNT, Settlement, SubscribeError, SubscribeSpec, Subscription,
 };
 use ruststream_lapin::LapinBroker;
-use support::{QueueSpec, Rabbit, broker, declare, unique, waiting};
-
-async fn next(sub: &mut Subscription) -> Delivery {
-    tokio::time::timeout(Duration::from_secs(10), sub.deliveries.next())
-        .await
-        .expect("a delivery within 10 s")
-        .expect("the subscription is open")
-        .expect("a delivery, not an error")
-}
+use support::{QueueSpec, Rabbit, broker, declare, next, unique, waiting};
 
 /// A queue of `spec` declared under a name made from `name` (returned), `message`
 /// waiting in it, and a subscription to it with default options.

@@ -9,18 +9,10 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use futures_util::future::join_all;
-use ruststream_core::{Broker, Delivery, Message, Settlement, SubscribeSpec, Subscription};
-use support::{QueueSpec, Rabbit, broker, declare, unique, waiting};
+use ruststream_core::{Broker, Delivery, Message, Settlement, SubscribeSpec};
+use support::{QueueSpec, Rabbit, broker, declare, next, unique, waiting};
 
 const MESSAGES: usize = 40;
-
-async fn next(sub: &mut Subscription) -> Delivery {
-    tokio::time::timeout(Duration::from_secs(10), sub.deliveries.next())
-        .await
-        .expect("a delivery within 10 s")
-        .expect("the subscription is open")
-        .expect("a delivery, not an error")
-}
 
 async fn a_gap_is_never_acked(rabbit: Rabbit, spec: QueueSpec) {
     let queue = unique("coalesced");

@@ -12,24 +12,17 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use ruststream::{App, Attempt, Mount, ack};
-use ruststream_core::{Broker, Delivery, Message, Settlement, SubscribeSpec, Subscription};
-use ruststream_lapin::{DEFAULT_PREFETCH, SubscribeOptions};
-use support::{QueueSpec, Rabbit, broker, declare, unique, waiting};
+use ruststream_core::{Broker, Message, Settlement, SubscribeSpec};
+use ruststream_lapin::{DEFAULT_COUNTED_PREFETCH, SubscribeOptions};
+use support::{QueueSpec, Rabbit, broker, declare, next, unique, waiting};
 
 const MESSAGES: usize = 20;
-/// The prefetch the adapter-level drain tests pin (the default, 256, is more than the
-/// queue holds).
+/// The prefetch the adapter-level drain tests pin (the default on their quorum queue,
+/// [`DEFAULT_COUNTED_PREFETCH`], is more than the queue holds).
 const PREFETCH: usize = 8;
-/// More than three default prefetches ([`DEFAULT_PREFETCH`]), for a default mount.
-const APP_MESSAGES: usize = 3 * DEFAULT_PREFETCH as usize + 100;
-
-async fn next(sub: &mut Subscription) -> Delivery {
-    tokio::time::timeout(Duration::from_secs(10), sub.deliveries.next())
-        .await
-        .expect("a delivery within 10 s")
-        .expect("the subscription is open")
-        .expect("a delivery, not an error")
-}
+/// More than three default prefetches of the quorum queue
+/// ([`DEFAULT_COUNTED_PREFETCH`]), for a default mount.
+const APP_MESSAGES: usize = 3 * DEFAULT_COUNTED_PREFETCH as usize + 100;
 
 /// A quorum queue made with default arguments holding `MESSAGES` messages.
 async fn filled(rabbit: Rabbit, name: &str) -> String {

@@ -5,22 +5,11 @@
 
 mod support;
 
-use std::time::Duration;
-
-use futures_util::StreamExt;
 use lapin::options::{BasicGetOptions, BasicPublishOptions};
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{BasicProperties, Connection, ConnectionProperties};
-use ruststream_core::{Broker, Delivery, Message, Settlement, SubscribeSpec, Subscription};
-use support::{QueueSpec, Rabbit, broker, declare, unique, waiting};
-
-async fn next(sub: &mut Subscription) -> Delivery {
-    tokio::time::timeout(Duration::from_secs(10), sub.deliveries.next())
-        .await
-        .expect("a delivery within 10 s")
-        .expect("the subscription is open")
-        .expect("a delivery, not an error")
-}
+use ruststream_core::{Broker, Message, Settlement, SubscribeSpec, Subscription};
+use support::{QueueSpec, Rabbit, broker, declare, next, unique, waiting};
 
 /// Publishes with a plain AMQP client, `x-delivery-count` = `value` in the headers.
 async fn publish_forged(rabbit: Rabbit, queue: &str, value: AMQPValue) {

@@ -269,3 +269,13 @@ pub async fn delete(rabbit: Rabbit, queue: &str) {
         .expect("delete");
     let _ = connection.close(200, "deleted".into()).await;
 }
+
+/// The subscription's next delivery, within 10 s; anything else fails the test.
+pub async fn next(sub: &mut ruststream_core::Subscription) -> ruststream_core::Delivery {
+    use futures_util::StreamExt;
+    tokio::time::timeout(std::time::Duration::from_secs(10), sub.deliveries.next())
+        .await
+        .expect("a delivery within 10 s")
+        .expect("the subscription is open")
+        .expect("a delivery, not an error")
+}
