@@ -40,7 +40,10 @@ install() {
   local target t0=$SECONDS
   target=$(mktemp -d "${TMPDIR:-/tmp}/nisshi-build.XXXXXX")
   log "building nisshi $VERSION into $ROOT (20 to 35 minutes on 2 cores, once)"
+  # Memory storage (dynostore) for the suite and PostgreSQL storage for restart faults;
+  # the default libsql storage (SQLite, a C build with bindgen) is left out.
   if ! CARGO_TARGET_DIR=$target cargo install --locked --ignore-rust-version \
+      --no-default-features --features dynostore,postgres \
       "nisshi@$VERSION" --root "$ROOT" >&2; then
     rm -rf "$target"
     die "cargo install nisshi@$VERSION failed"

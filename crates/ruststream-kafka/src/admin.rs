@@ -1,4 +1,5 @@
-//! Topics the adapter makes and removes itself: a request client's reply topic.
+//! Topics the adapter makes and removes itself: a request client's reply topic, a
+//! mount's dead-letter and delay topics.
 
 use std::time::Duration;
 
@@ -22,13 +23,30 @@ pub(crate) fn admin(servers: &str) -> Result<AdminClient<DefaultClientContext>, 
 /// Whether the cluster has `topic` with at least one partition (blocking: a metadata
 /// request).
 pub(crate) fn exists(servers: &str, topic: &str) -> Result<bool, KafkaError> {
+    Ok(partitions(servers, topic)?.is_some())
+}
+
+/// How many partitions `topic` has; `None` if the cluster has no such topic (blocking:
+/// a metadata request).
+pub(crate) fn partitions(servers: &str, topic: &str) -> Result<Option<i32>, KafkaError> {
     let metadata = admin(servers)?
         .inner()
         .fetch_metadata(Some(topic), TIMEOUT)?;
     Ok(metadata
         .topics()
         .iter()
-        .any(|t| t.name() == topic && t.error().is_none() && !t.partitions().is_empty()))
+        .find(|t| t.name() == topic && t.error().is_none() && !t.partitions().is_empty())
+        .map(|t| i32::try_from(t.partitions().len()).unwrap_or(i32::MAX)))
+}
+
+/// The names of every topic of the cluster (blocking: a metadata request).
+pub(crate) fn topics(servers: &str) -> Result<Vec<String>, KafkaError> {
+    let metadata = admin(servers)?.inner().fetch_metadata(None, TIMEOUT)?;
+    Ok(metadata
+        .topics()
+        .iter()
+        .map(|t| t.name().to_owned())
+        .collect())
 }
 
 fn options() -> AdminOptions {
@@ -37,12 +55,18 @@ fn options() -> AdminOptions {
 
 /// Makes `topic` with one partition, the cluster's default replication.
 pub(crate) async fn create(servers: &str, topic: &str) -> Result<(), String> {
+    create_with(
+        servers,
+        NewTopic::new(topic, 1, TopicReplication::Fixed(-1)),
+    )
+    .await
+}
+
+/// Makes the topic `new` describes.
+pub(crate) async fn create_with(servers: &str, new: NewTopic<'_>) -> Result<(), String> {
     let admin = admin(servers).map_err(|error| error.to_string())?;
     let made = admin
-        .create_topics(
-            &[NewTopic::new(topic, 1, TopicReplication::Fixed(-1))],
-            &options(),
-        )
+        .create_topics(&[new], &options())
         .await
         .map_err(|error| error.to_string())?;
     made.into_iter().try_for_each(|result| {

@@ -18,6 +18,7 @@ use crate::acker::KafkaAcker;
 use crate::admin;
 use crate::commit::commit;
 use crate::context::{Context, KafkaConsumer};
+use crate::delay::{self, Delays};
 use crate::error::ConnectError;
 use crate::group::Group;
 use crate::publisher::{KafkaPublisher, MAX_MESSAGE};
@@ -47,6 +48,8 @@ struct Inner {
     readers: Mutex<Vec<JoinHandle<()>>>,
     /// The reply topics this broker made, removed at close.
     replies: Mutex<Vec<String>>,
+    /// Every subscription's delay topics, whose movers end at close.
+    delays: Mutex<Vec<Arc<Delays>>>,
 }
 
 impl KafkaBroker {
@@ -81,6 +84,7 @@ impl KafkaBroker {
                 closed: watch::Sender::new(false),
                 readers: Mutex::new(Vec::new()),
                 replies: Mutex::new(Vec::new()),
+                delays: Mutex::new(Vec::new()),
             }),
         })
     }
@@ -97,11 +101,17 @@ impl KafkaBroker {
             .map_err(|error| SubscribeError::Refused(format!("kafka consumer: {error}")))
     }
 
-    async fn open(&self, spec: SubscribeSpec) -> Result<Subscription, SubscribeError> {
+    /// A mount's subscription: its consumer, and its delay topics where its group can
+    /// name them (not for a request client's replies, `delaying` false).
+    async fn open(
+        &self,
+        spec: SubscribeSpec,
+        delaying: bool,
+    ) -> Result<Subscription, SubscribeError> {
         spec.options.check("kafka")?;
         let topic = spec.address.as_str().to_owned();
         let group_id = settings::group(&topic, &self.inner.settings, &spec.options)?;
-        self.exists(&topic).await?;
+        let partitions = self.exists(&topic).await?;
         self.declare_targets(&topic, &spec.declaration).await?;
         let group = Arc::new(Group::new(topic.clone()));
         let consumer = Arc::new(self.consumer(&group_id, group.clone())?);
@@ -109,11 +119,51 @@ impl KafkaBroker {
             .subscribe(&[&topic])
             .map_err(|error| SubscribeError::Refused(format!("subscribe to {topic}: {error}")))?;
         let (asks, asked) = mpsc::unbounded_channel();
-        tokio::spawn(commit(Arc::downgrade(&consumer), topic.into(), asked));
+        tokio::spawn(commit(
+            Arc::downgrade(&consumer),
+            topic.as_str().into(),
+            asked,
+        ));
+        let (stopped, stop) = watch::channel(false);
+        let delays = if delaying && delay::fits(&group_id) {
+            let back_to = spec
+                .declaration
+                .retry_to
+                .as_ref()
+                .map_or_else(|| topic.clone(), |to| to.as_str().to_owned());
+            let delays = Arc::new(Delays::new(
+                self.inner.servers.clone(),
+                self.inner.producer.clone(),
+                group_id.clone(),
+                back_to,
+                partitions,
+                &spec.declaration,
+                stop,
+                self.inner.closed.subscribe(),
+            ));
+            self.move_parked(&delays).await;
+            self.inner
+                .delays
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(delays.clone());
+            Some(delays)
+        } else {
+            if delaying {
+                tracing::warn!(group = %group_id, %topic,
+                    "kafka: no delay topics for a group Kafka cannot name topics after; a retry_after is the runtime's copy");
+            }
+            None
+        };
+        let capabilities = Capabilities {
+            delays: delays.is_some(),
+            ..Capabilities::SETTLES
+        };
         let acker = Arc::new(KafkaAcker {
             group: group.clone(),
             consumer: Arc::downgrade(&consumer),
             commits: asks,
+            delays,
         });
         let (out, received) = mpsc::channel(spec.in_flight.max(1));
         let attached = group.attached.clone();
@@ -125,6 +175,7 @@ impl KafkaBroker {
             out,
             closed: self.inner.closed.subscribe(),
             drain: spec.drain,
+            stopped,
         };
         let handle = tokio::spawn(reader.run());
         self.inner
@@ -137,9 +188,28 @@ impl KafkaBroker {
         });
         Ok(Subscription {
             deliveries: Box::pin(deliveries),
-            capabilities: Capabilities::SETTLES,
+            capabilities,
             attached,
         })
+    }
+
+    /// Starts the mover of `delays` now if the group has delay topics already (copies
+    /// a stopped or killed process parked); else it starts with the first copy parked.
+    async fn move_parked(&self, delays: &Arc<Delays>) {
+        let servers = self.inner.servers.clone();
+        let listed = tokio::task::spawn_blocking(move || admin::topics(&servers)).await;
+        match listed {
+            Ok(Ok(topics)) => {
+                if topics
+                    .iter()
+                    .any(|name| delay::delay_of(&delays.group, name).is_some())
+                {
+                    delays.start_mover();
+                }
+            }
+            // Not known: start it, it finds what there is.
+            _ => delays.start_mover(),
+        }
     }
 
     /// Makes the mount's dead-letter and retry topics where the cluster lacks them, so that
@@ -173,7 +243,8 @@ impl KafkaBroker {
                 Err(why) if why.contains("TopicAlreadyExists") => {}
                 Err(why) => {
                     return Err(SubscribeError::Refused(format!(
-                        "the topic {name} that {topic}'s mount sends to does not exist and                          cannot be made ({why}): create it, or allow this client to"
+                        "the topic {name} that {topic}'s mount sends to does not exist and \
+                         cannot be made ({why}): create it, or allow this client to"
                     )));
                 }
             }
@@ -181,20 +252,17 @@ impl KafkaBroker {
         Ok(())
     }
 
-    /// Refuses a topic the cluster does not have: a consumer of it would wait for ever.
-    async fn exists(&self, topic: &str) -> Result<(), SubscribeError> {
+    /// Refuses a topic the cluster does not have (a consumer of it would wait for ever);
+    /// else how many partitions it has.
+    async fn exists(&self, topic: &str) -> Result<i32, SubscribeError> {
         let (servers, name) = (self.inner.servers.clone(), topic.to_owned());
-        let found = tokio::task::spawn_blocking(move || admin::exists(&servers, &name))
+        let found = tokio::task::spawn_blocking(move || admin::partitions(&servers, &name))
             .await
             .map_err(|_| SubscribeError::Closed)?
             .map_err(|error| SubscribeError::Disconnected(error.to_string()))?;
-        if found {
-            Ok(())
-        } else {
-            Err(SubscribeError::BadAddress(format!(
-                "no topic {topic} (create it first)"
-            )))
-        }
+        found.ok_or_else(|| {
+            SubscribeError::BadAddress(format!("no topic {topic} (create it first)"))
+        })
     }
 }
 
@@ -207,7 +275,7 @@ impl Broker for KafkaBroker {
         &self,
         spec: SubscribeSpec,
     ) -> BoxFuture<'_, Result<Subscription, SubscribeError>> {
-        Box::pin(self.open(spec))
+        Box::pin(self.open(spec, true))
     }
 
     fn publisher(&self) -> Arc<dyn Publish> {
@@ -230,6 +298,16 @@ impl Broker for KafkaBroker {
             );
             for reader in readers {
                 let _ = reader.await;
+            }
+            let delays = std::mem::take(
+                &mut *self
+                    .inner
+                    .delays
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner),
+            );
+            for delays in delays {
+                delays.finished().await;
             }
             let producer = self.inner.producer.clone();
             let _ =
@@ -261,7 +339,7 @@ impl Broker for KafkaBroker {
                 .push(topic.clone());
             let mut spec = SubscribeSpec::new(topic.as_str());
             spec.in_flight = 256;
-            let subscription = self.open(spec).await?;
+            let subscription = self.open(spec, false).await?;
             Ok(Replies {
                 address: Address::new(topic),
                 subscription,
@@ -269,9 +347,15 @@ impl Broker for KafkaBroker {
         })
     }
 
-    /// Kafka neither takes a record back nor counts deliveries: every form only settles,
-    /// and retries are the runtime's copies.
-    fn facts(&self, _: &SubscribeSpec) -> Option<Capabilities> {
-        Some(Capabilities::SETTLES)
+    /// Kafka neither takes a record back nor counts deliveries: retries are the
+    /// runtime's copies. A delayed retry waits in a delay topic where the mount's group
+    /// can name one.
+    fn facts(&self, spec: &SubscribeSpec) -> Option<Capabilities> {
+        let group =
+            settings::group(spec.address.as_str(), &self.inner.settings, &spec.options).ok()?;
+        Some(Capabilities {
+            delays: delay::fits(&group),
+            ..Capabilities::SETTLES
+        })
     }
 }

@@ -18,10 +18,13 @@
 //! holds is handled and settled, then the consumer commits and leaves its group.
 //!
 //! Kafka neither takes a record back nor counts deliveries, so subscriptions declare
-//! [`Capabilities::SETTLES`](ruststream_core::Capabilities::SETTLES): a retry is a copy
-//! the runtime publishes (to the topic, or `retry_to`), carrying
+//! [`Capabilities::SETTLES`](ruststream_core::Capabilities::SETTLES) and `delays`: a
+//! retry is a copy the runtime publishes (to the topic, or `retry_to`), carrying
 //! `x-ruststream-retry-count`, and a dead letter is a record published to the dead-letter
-//! topic. Headers are Kafka record headers (a null value reads as empty).
+//! topic. A delayed retry (`RequeueAfter(d)`) is a copy parked in the delay topic
+//! `<group>.delay.<ms>` before the original is done; a mover of the group's own sends it
+//! back when it is due, whichever process of the group is running then. Headers are
+//! Kafka record headers (a null value reads as empty).
 //!
 //! ```no_run
 //! use ruststream::{App, Mount, Outcome, ack};
@@ -51,6 +54,7 @@ mod broker;
 mod commit;
 mod connector;
 mod context;
+mod delay;
 mod error;
 mod group;
 mod headers;

@@ -28,6 +28,8 @@ pub(crate) struct Reader {
     pub(crate) out: mpsc::Sender<Item>,
     pub(crate) closed: watch::Receiver<bool>,
     pub(crate) drain: Drain,
+    /// Dropped when the reader ends: the subscription's delay mover stops with it.
+    pub(crate) stopped: watch::Sender<bool>,
 }
 
 impl Reader {
@@ -71,8 +73,11 @@ impl Reader {
             group,
             acker,
             out,
+            stopped,
             ..
         } = self;
+        // The delay mover ends with its subscription.
+        stopped.send_replace(true);
         drop((acker, out));
         while drained && group.handling() > 0 {
             tokio::select! {

@@ -54,8 +54,12 @@ impl Harness for Kafka {
         Some(Address::new(format!("{} is not a topic!", self.prefix)))
     }
 
+    /// Settles; a delayed retry waits in a delay topic of the group's.
     fn capabilities(&self) -> Capabilities {
-        Capabilities::SETTLES
+        Capabilities {
+            delays: true,
+            ..Capabilities::SETTLES
+        }
     }
 }
 
