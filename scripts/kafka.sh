@@ -10,9 +10,11 @@
 #            background, so that the build overlaps the workspace's).
 #
 # Install: when ${RUSTSTREAM_CACHE:-/var/cache/ruststream}/nisshi-0.8.1/bin/nisshi is
-# missing, `cargo install --locked nisshi@0.8.1` builds it there, with a target
-# directory of its own that is deleted afterwards. That build takes 20 to 35
-# minutes on 2 cores (34 min measured beside other builds), once per machine.
+# missing, `cargo install --locked nisshi@0.8.1` builds it there (memory and PostgreSQL
+# storage only), with a target directory of its own that is deleted afterwards. That
+# build takes about 16 minutes on 2 cores (959 s measured beside small builds; 25 to 35
+# minutes with the default features, whose libsql storage is a C build with bindgen),
+# once per machine.
 # (--ignore-rust-version: its `rama` dependency declares Rust 1.96 and builds on 1.95.)
 # Pid file and log: ${RUSTSTREAM_CACHE:-/var/cache/ruststream}/kafka/nisshi.{pid,log}.
 set -euo pipefail
@@ -39,7 +41,7 @@ install() {
   [ -x "$BIN" ] && { exec 8>&-; return; }
   local target t0=$SECONDS
   target=$(mktemp -d "${TMPDIR:-/tmp}/nisshi-build.XXXXXX")
-  log "building nisshi $VERSION into $ROOT (20 to 35 minutes on 2 cores, once)"
+  log "building nisshi $VERSION into $ROOT (about 16 minutes on 2 cores, once)"
   # Memory storage (dynostore) for the suite and PostgreSQL storage for restart faults;
   # the default libsql storage (SQLite, a C build with bindgen) is left out.
   if ! CARGO_TARGET_DIR=$target cargo install --locked --ignore-rust-version \
