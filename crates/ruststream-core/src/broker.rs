@@ -9,8 +9,8 @@ use std::sync::Arc;
 use futures_core::Stream;
 
 use crate::{
-    Address, Attached, Capabilities, ConsumeError, Delivery, Drain, Inspect, Message, PublishError,
-    Setting, SubscribeError,
+    Address, Attached, Bindings, Capabilities, ConsumeError, Delivery, Drain, Inspect, Message,
+    PublishError, Setting, SubscribeError,
 };
 
 /// A boxed, sendable future.
@@ -43,6 +43,31 @@ pub trait Broker: Send + Sync + 'static {
     /// broker at subscribe. Descriptions of a service (its AsyncAPI document) show them.
     fn facts(&self, spec: &SubscribeSpec) -> Option<Capabilities> {
         let _ = spec;
+        None
+    }
+
+    /// The protocol bindings of a subscription of `spec` (its channel and its receive
+    /// operation), where the protocol has some; none by default. Descriptions of a
+    /// service (its AsyncAPI document) show them.
+    fn bindings(&self, spec: &SubscribeSpec) -> Bindings {
+        let _ = spec;
+        Bindings::default()
+    }
+
+    /// The protocol bindings of a publish to `to` (its channel and its send
+    /// operation), where the protocol has some; none by default.
+    fn publish_bindings(&self, to: &Address) -> Bindings {
+        let _ = to;
+        Bindings::default()
+    }
+
+    /// How many settlements a sequential mount lets trail behind its loop: under way
+    /// while it handles the next deliveries, each reported once the broker has it.
+    /// `None` (the default) takes the runtime's (64), enough where a settlement is a
+    /// frame written or one round trip. A broker whose every settlement waits for a
+    /// slower step shared by many (Kafka: a commit of offsets) declares more, or a
+    /// sequential mount would wait on that step's latency every 64 deliveries.
+    fn trailing(&self) -> Option<usize> {
         None
     }
 

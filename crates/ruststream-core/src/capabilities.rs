@@ -28,6 +28,12 @@ pub struct Capabilities {
     /// The broker enforces the attempt cap and the dead letter itself, declared to it
     /// when the subscription starts.
     pub dead_letters: bool,
+    /// The broker writes a copy and removes the delivery it replaces in one step (one
+    /// transaction: [`Acker::replace`](crate::Acker::replace)), so a retry copy or a dead
+    /// letter replaces its original exactly once, whatever moment a crash comes at.
+    /// Without it the runtime publishes the copy first and removes the original after:
+    /// a crash in between leaves a duplicate, never a loss.
+    pub moves: bool,
 }
 
 impl Capabilities {
@@ -39,6 +45,7 @@ impl Capabilities {
         delays: false,
         max_delay: None,
         dead_letters: false,
+        moves: false,
     };
 
     /// A form that cannot settle (fire and forget): Pub/Sub, plain lists, pre-settled links.
@@ -49,6 +56,7 @@ impl Capabilities {
         delays: false,
         max_delay: None,
         dead_letters: false,
+        moves: false,
     };
 
     /// Whether the form's own delayed redelivery can honour a delay of `delay`.

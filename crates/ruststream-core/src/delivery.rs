@@ -146,6 +146,24 @@ impl Delivery {
         }
     }
 
+    /// Writes `copy` to `to` and settles the delivery with `original` in one step, on a
+    /// form that declares [`Capabilities::moves`](crate::Capabilities::moves)
+    /// ([`Acker::replace`]). Once it succeeded, the delivery is settled: drop it with
+    /// [`replaced`](Delivery::replaced). On an error neither happened and the delivery
+    /// is still to be settled.
+    pub fn replace(&self, to: Address, copy: Message, original: Settlement) -> Settling {
+        match &self.tag {
+            Some(tag) => self.acker.replace(tag, to, copy, original),
+            None => Settling::done(Err(AckError::Refused("already settled".into()))),
+        }
+    }
+
+    /// Drops a delivery that a successful [`replace`](Delivery::replace) settled, without
+    /// giving it back.
+    pub fn replaced(mut self) {
+        self.tag = None;
+    }
+
     fn take_message(&mut self) -> Message {
         Message {
             payload: std::mem::take(&mut self.payload),

@@ -45,6 +45,22 @@ pub trait Inspect: Send + Sync {
         address: &'a Address,
         ids: &'a [String],
     ) -> BoxFuture<'a, Result<usize, InspectError>>;
+
+    /// Replaces the message `id` at `address` by `copy` at `to` in one step (one
+    /// transaction: both or neither), where the broker can: a replay that never leaves
+    /// both a dead letter and its copy. `Some(Ok(false))`: the id is no longer there
+    /// (nothing was written). `None` (the default): the broker cannot, and a replay
+    /// publishes the copy first and removes the dead letter after.
+    fn replace<'a>(
+        &'a self,
+        address: &'a Address,
+        id: &'a str,
+        to: &'a Address,
+        copy: &'a Message,
+    ) -> Option<BoxFuture<'a, Result<bool, InspectError>>> {
+        let _ = (address, id, to, copy);
+        None
+    }
 }
 
 /// A message waiting at an address, with the id that removes it.

@@ -8,6 +8,7 @@
 //! This crate has no runtime and no broker in it; it is all an adapter depends on.
 
 mod attached;
+mod binding;
 mod broker;
 mod capabilities;
 mod connector;
@@ -34,6 +35,7 @@ pub mod __fuzz {
 }
 
 pub use attached::Attached;
+pub use binding::{Binding, BindingValue, Bindings};
 pub use broker::{
     BoxFuture, Broker, BrokerOption, Declaration, DeliveryStream, Options, Publish, Replies,
     SubscribeSpec, Subscription,

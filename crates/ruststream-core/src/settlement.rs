@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::{AckError, Message};
+use crate::{AckError, Address, Message};
 
 /// What to do with a delivery the handler is done with.
 ///
@@ -92,6 +92,17 @@ pub trait Acker: Send + Sync + 'static {
     /// only for forms that do not settle (the delivery is already gone).
     fn abandon(&self, tag: Tag, message: Message) {
         let _ = (tag, message);
+    }
+
+    /// Writes `copy` to `to` and settles the delivery known by `tag` with `original`, in
+    /// one step: both happen or neither (one transaction). The runtime asks it, before a
+    /// publish followed by [`settle`](Acker::settle), of a form that declares
+    /// [`Capabilities::moves`](crate::Capabilities::moves). An error means neither
+    /// happened and the delivery is still unsettled: the runtime then publishes the copy
+    /// and settles after, as on any form. The default refuses (`AckError::Unsupported`).
+    fn replace(&self, tag: &Tag, to: Address, copy: Message, original: Settlement) -> Settling {
+        let _ = (tag, to, copy, original);
+        Settling::done(Err(AckError::Unsupported))
     }
 }
 

@@ -48,6 +48,7 @@ const fn form(name: &'static str, f: u8) -> Form {
         delays: f & DLY != 0,
         max_delay: None,
         dead_letters: f & SDL != 0,
+        moves: false,
     };
     Form(name, caps, f & CNT_D != 0)
 }
