@@ -336,7 +336,9 @@ impl App {
             after_settle: self.after_settle,
             shutdown: Shutdown::default(),
             deferred: Arc::new(Deferred::new(self.delayed)),
+            refused: Default::default(),
             in_flight: AtomicUsize::new(0),
+            trailing: self.broker.trailing(),
         });
         let mut subscriptions = Vec::with_capacity(self.router.routes.len());
         let mut drains = Vec::new();
@@ -345,7 +347,7 @@ impl App {
             let spec = SubscribeSpec {
                 address: mount.address.clone(),
                 declaration: mount.declaration.clone(),
-                in_flight: mount.concurrency.in_flight(),
+                in_flight: mount.concurrency.in_flight_with(runtime.trailing),
                 options: mount.options.clone(),
                 drain: drain.clone(),
             };

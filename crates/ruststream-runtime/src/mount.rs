@@ -30,16 +30,45 @@ pub enum Concurrency {
 }
 
 /// How many bare settlements may be under way behind a sequential mount's loop, which
-/// does not wait for the broker to confirm one before it takes the next delivery.
+/// does not wait for the broker to confirm one before it takes the next delivery, unless
+/// the broker declares another number ([`Broker::trailing`](ruststream_core::Broker::trailing)).
 pub(crate) const TRAILING: usize = 64;
 
 impl Concurrency {
     /// How many deliveries can be held at once (unsettled) under this setting.
     pub fn in_flight(&self) -> usize {
+        self.in_flight_with(None)
+    }
+
+    /// [`in_flight`](Self::in_flight) where the broker declares how many settlements may
+    /// trail ([`Broker::trailing`](ruststream_core::Broker::trailing)).
+    pub(crate) fn in_flight_with(&self, declared: Option<usize>) -> usize {
         match self {
-            Self::Sequential => 1 + TRAILING,
-            Self::Workers(n) => (*n).max(1),
+            Self::Sequential | Self::Workers(_) => self.loops() * (1 + self.trailing(declared)),
             Self::Lanes { lanes, .. } => lanes.max(&1) * 2 + 1,
+        }
+    }
+
+    /// How many loops handle the deliveries (the lanes' reader aside).
+    fn loops(&self) -> usize {
+        match self {
+            Self::Sequential => 1,
+            Self::Workers(n) => (*n).max(1),
+            Self::Lanes { lanes, .. } => (*lanes).max(1),
+        }
+    }
+
+    /// How many bare settlements may trail behind each loop: [`TRAILING`] (or what the
+    /// broker declares) behind a sequential loop; behind each of `n` workers nothing,
+    /// unless the broker declares a number, which they share (at least one each: a
+    /// broker that declares one has settlements that wait for a step shared by many,
+    /// and a worker waiting on each would be bound by that step's latency); nothing
+    /// behind a lane, which keeps its key's settlements in order.
+    pub(crate) fn trailing(&self, declared: Option<usize>) -> usize {
+        match self {
+            Self::Sequential => declared.unwrap_or(TRAILING),
+            Self::Workers(n) => declared.map_or(0, |t| (t / (*n).max(1)).max(1)),
+            Self::Lanes { .. } => 0,
         }
     }
 }

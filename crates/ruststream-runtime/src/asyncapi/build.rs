@@ -2,7 +2,7 @@
 
 use std::any::TypeId;
 
-use ruststream_core::{Capabilities, SubscribeSpec};
+use ruststream_core::{Bindings, Capabilities, SubscribeSpec};
 use serde_json::{Map, Value, json};
 
 use super::{AsyncApiError, AsyncApiInfo, headers, server};
@@ -129,13 +129,17 @@ impl<'a> Builder<'a> {
                 "The payload's schema is not documented: declare it with `Mount::payload::<T>()`."
             );
         }
+        let bindings = self.app.broker.bindings(&spec(mount));
+        self.bind(&channel, &mut receive, bindings);
         let receive_id = self.operation(&format!("receive.{channel}"), receive);
 
         // Retry copies: the delivery as it arrived, its retry count one higher.
         let retry_address = mount.retry_address().as_str();
         let retry_channel = self.channel(retry_address, "retry");
         let retry_ref = self.attach(&retry_channel, &received);
-        self.operation(
+        self.send(
+            retry_address,
+            &retry_channel,
             &format!("retry.{channel}"),
             json!({
                 "action": "send",
@@ -164,7 +168,9 @@ impl<'a> Builder<'a> {
                 },
             );
             let spent_ref = self.attach(&dead_channel, &spent);
-            self.operation(
+            self.send(
+                dead.as_str(),
+                &dead_channel,
                 &format!("dead-letter.{channel}"),
                 json!({
                     "action": "send",
@@ -213,7 +219,9 @@ impl<'a> Builder<'a> {
                 }
             }
             if let Some(reply_to) = &mount.reply_to {
-                self.operation(
+                self.send(
+                    reply_to.as_str(),
+                    &reply_channel,
                     &format!("reply.{channel}"),
                     json!({
                         "action": "send",
@@ -253,7 +261,30 @@ impl<'a> Builder<'a> {
         if let Some(description) = &target.description {
             operation["description"] = json!(description);
         }
-        self.operation(&format!("send.{channel}"), operation);
+        self.send(address, &channel, &format!("send.{channel}"), operation);
+    }
+
+    /// Adds the send operation `name` to `address`'s channel, with the broker's
+    /// bindings of a publish there.
+    fn send(&mut self, address: &str, channel: &str, name: &str, mut operation: Value) {
+        let bindings = self
+            .app
+            .broker
+            .publish_bindings(&ruststream_core::Address::new(address));
+        self.bind(channel, &mut operation, bindings);
+        self.operation(name, operation);
+    }
+
+    /// Puts `bindings` on `operation` and on the channel `channel` (once per channel).
+    fn bind(&mut self, channel: &str, operation: &mut Value, bindings: Bindings) {
+        if let Some(binding) = &bindings.operation {
+            operation["bindings"] = super::bindings::binding(binding);
+        }
+        if let (Some(binding), Some(object)) = (&bindings.channel, self.channels.get_mut(channel))
+            && object.get("bindings").is_none()
+        {
+            object["bindings"] = super::bindings::binding(binding);
+        }
     }
 
     /// The id of the channel of `address`, made on first use; `role` is added to its
@@ -340,13 +371,7 @@ impl<'a> Builder<'a> {
     /// The broker, the mount's adapter options and the form's facts where the adapter
     /// can tell them without subscribing.
     fn form(&self, mount: &Mount) -> Value {
-        let spec = SubscribeSpec {
-            address: mount.address.clone(),
-            declaration: mount.declaration.clone(),
-            in_flight: mount.concurrency.in_flight(),
-            options: mount.options.clone(),
-            drain: Default::default(),
-        };
+        let spec = spec(mount);
         let mut form = json!({
             "broker": self.app.broker.name(),
             "options": mount.options.names().collect::<Vec<_>>(),
@@ -367,6 +392,17 @@ struct Message<'a> {
     payload_type: Option<&'static str>,
     content_type: &'static str,
     headers: Value,
+}
+
+/// What a subscription of `mount` would ask of the broker.
+fn spec(mount: &Mount) -> SubscribeSpec {
+    SubscribeSpec {
+        address: mount.address.clone(),
+        declaration: mount.declaration.clone(),
+        in_flight: mount.concurrency.in_flight(),
+        options: mount.options.clone(),
+        drain: Default::default(),
+    }
 }
 
 fn channel_ref(id: &str) -> Value {

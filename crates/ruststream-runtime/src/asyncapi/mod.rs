@@ -38,6 +38,7 @@
 //! [`PublishTarget::payload`]: crate::PublishTarget::payload
 //! [`App::publishes`]: crate::App::publishes
 
+mod bindings;
 mod build;
 mod headers;
 mod server;

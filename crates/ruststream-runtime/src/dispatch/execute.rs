@@ -4,10 +4,11 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use ruststream_core::{
-    AckError, Address, BoxFuture, Delivery, HeaderValue, Message, Original, Plan, RETRY_COUNT,
-    Settlement, Settling,
+    AckError, Address, BoxFuture, Capabilities, Delivery, HeaderValue, Message, Original, Plan,
+    RETRY_COUNT, Settlement, Settling,
 };
 
 use super::Runtime;
@@ -19,14 +20,43 @@ use crate::settled::SettleError;
 /// How long a delivery that could not be settled as planned (its copy was not published,
 /// or the form cannot do what was asked) is kept unsettled before it is handed back to
 /// the broker, so that a lasting failure neither loses it nor spins.
-const HAND_BACK_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+const HAND_BACK_AFTER: Duration = Duration::from_secs(1);
 
 fn hand_back_later(delivery: Delivery, from: &Address, runtime: &Runtime) {
-    runtime
-        .deferred
-        .schedule(from, HAND_BACK_AFTER, move || async move {
-            std::mem::drop(delivery);
-        });
+    hand_back_after(delivery, HAND_BACK_AFTER, from, runtime);
+}
+
+fn hand_back_after(delivery: Delivery, after: Duration, from: &Address, runtime: &Runtime) {
+    runtime.deferred.schedule(from, after, move || async move {
+        std::mem::drop(delivery);
+    });
+}
+
+/// A copy the broker will never take (too large once its headers are added): the
+/// original is kept unsettled, longer at each refusal of the same message
+/// ([`Refused`](super::refused::Refused)), and handed back, so that nothing is lost and
+/// the consumer does not spin on it.
+fn refused_for_good(
+    delivery: Delivery,
+    error: &ruststream_core::PublishError,
+    from: &Address,
+    runtime: &Runtime,
+) {
+    let keep = runtime.refused.keep_for(from, &error.message);
+    let what = if error.message.headers.get(RETRY_COUNT).is_some() {
+        "retry copy"
+    } else {
+        "dead letter"
+    };
+    tracing::error!(
+        subscription = %from,
+        to = %error.address,
+        message_id = %super::deferred::message_id(&error.message),
+        error = %error.kind,
+        handed_back_in = ?keep,
+        "{what} refused for good: the original is kept unsettled, then handed back to the broker"
+    );
+    hand_back_after(delivery, keep, from, runtime);
 }
 
 /// The execution of a plan: a bare settlement (which allocates nothing), or the slower
@@ -61,11 +91,12 @@ impl Future for Execution {
 pub(super) fn execute(
     delivery: Delivery,
     plan: &Plan,
-    settles: bool,
+    capabilities: &Capabilities,
     runtime: &Arc<Runtime>,
     why: &Why<'_>,
     visits: &Visits,
 ) -> Execution {
+    let settles = capabilities.settles;
     let Some(copy) = &plan.copy else {
         return Execution::Settle(
             settle_now(delivery, plan.original, settles, why.from, runtime)
@@ -92,14 +123,33 @@ pub(super) fn execute(
     };
     let (to, delay) = (copy.to.clone(), copy.delay);
     let sents = visits.publishes(republish, &to, &mut message);
+    let moves = capabilities.moves;
     let runtime = runtime.clone();
     let subscription = why.from.clone();
     Execution::Copy(Box::pin(async move {
+        if let (true, None, Original::Settle(settlement)) = (moves, delay, original) {
+            // The copy and the original's settlement in one step where the form can: both
+            // are done or neither, and where neither was, the copy is published and the
+            // original settled after, as on any form.
+            match delivery
+                .replace(to.clone(), message.clone(), settlement)
+                .await
+            {
+                Ok(()) => {
+                    delivery.replaced();
+                    sents.tell(Ok(()));
+                    return Ok(());
+                }
+                Err(error) => {
+                    tracing::debug!(%subscription, %error, "the copy and the settlement in one step failed; publishing the copy first");
+                }
+            }
+        }
         let Some(delay) = delay else {
             if let Err(error) = runtime.publish.publish(to.clone(), message).await {
                 if !error.kind.is_transient() {
                     sents.tell(Err(&error));
-                    hand_back_later(delivery, &subscription, &runtime);
+                    refused_for_good(delivery, &error, &subscription, &runtime);
                     return Err(error.into());
                 }
                 // The copy is owed: tried again with back-off while the original stays

@@ -3,6 +3,7 @@
 mod dead_letter;
 mod deferred;
 mod execute;
+mod refused;
 mod reply;
 mod sequential;
 mod shared;
@@ -22,7 +23,6 @@ use crate::settled::Settled;
 
 pub(crate) use deferred::Deferred;
 pub use deferred::DelayedLimit;
-pub(crate) use sequential::TRAILING;
 pub(crate) use shutdown::Shutdown;
 #[cfg(feature = "prometheus")]
 pub(crate) use worker::broker_dead_letters;
@@ -41,14 +41,20 @@ pub(crate) struct Runtime {
     pub(crate) after_settle: Vec<AfterSettle>,
     pub(crate) shutdown: Shutdown,
     pub(crate) deferred: Arc<Deferred>,
+    /// The messages whose copy the broker refused for good, lately.
+    pub(crate) refused: refused::Refused,
     pub(crate) in_flight: AtomicUsize,
+    /// How many bare settlements the broker lets trail behind a mount, if it declares a
+    /// number ([`Concurrency::trailing`] shares it among a mount's loops).
+    pub(crate) trailing: Option<usize>,
 }
 
 /// Spawns on `tasks` the loops that run `worker` over `deliveries` with the mount's
 /// concurrency, until the stream ends or the service stops. Each is the one delivery
-/// loop ([`sequential`](Process::sequential)): one for sequential handling (with up to
-/// [`TRAILING`] bare settlements under way behind it), `n` sharing the subscription for
-/// workers, or one per lane fed by a reader that routes each delivery by its key. They
+/// loop ([`sequential`](Process::sequential)), with the bare settlements
+/// [`Concurrency::trailing`] lets be under way behind it: one for sequential handling,
+/// `n` sharing the subscription for workers, or one per lane fed by a reader that routes
+/// each delivery by its key. They
 /// go on the service's tasks, so that a stop can abort and await every one (spawned
 /// here rather than returned: no `Vec` of them to allocate).
 pub(crate) fn loops<W: Process>(
@@ -60,11 +66,13 @@ pub(crate) fn loops<W: Process>(
     let worker = Arc::new(worker);
     match concurrency {
         Concurrency::Sequential => {
-            tasks.spawn(worker.sequential(deliveries, TRAILING));
+            let trailing = concurrency.trailing(worker.runtime().trailing);
+            tasks.spawn(worker.sequential(deliveries, trailing));
         }
         Concurrency::Workers(n) => {
+            let trailing = concurrency.trailing(worker.runtime().trailing);
             for deliveries in shared::Shared::split(deliveries, n.max(1)) {
-                tasks.spawn(worker.clone().sequential(deliveries, 0));
+                tasks.spawn(worker.clone().sequential(deliveries, trailing));
             }
         }
         Concurrency::Lanes { lanes, key } => {

@@ -488,7 +488,7 @@ impl<H: Handler<M>, M: 'static, L: Layers> Worker<H, M, L> {
         let result = execute(
             delivery,
             &plan,
-            self.capabilities.settles,
+            &self.capabilities,
             &self.runtime,
             &why,
             &visits,

@@ -99,6 +99,7 @@ impl MemoryBroker {
         delays: true,
         max_delay: None,
         dead_letters: false,
+        moves: false,
     };
 
     /// A broker with [`Self::FULL`] capabilities.

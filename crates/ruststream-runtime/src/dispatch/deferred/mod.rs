@@ -300,7 +300,7 @@ fn size_of(message: &Message) -> usize {
             .sum::<usize>()
 }
 
-fn message_id(message: &Message) -> String {
+pub(super) fn message_id(message: &Message) -> String {
     message
         .headers
         .get_str(MESSAGE_ID)

@@ -9,11 +9,12 @@
 //!
 //! The loop does not wait for the broker to confirm a bare settlement (no copy, reply or
 //! `and_after`; the service's `after_settle` hooks run once it is over) before it takes the
-//! next delivery: up to [`TRAILING`] such settlements
-//! may be under way behind it (a Redis `XACK` round trip), so an adapter that answers
+//! next delivery: up to [`Concurrency::trailing`](crate::mount::Concurrency::trailing) such
+//! settlements may be under way behind it (a Redis `XACK` round trip), so an adapter that answers
 //! later does not make the loop ack-each. Handlers still run one at a time, in order; the
 //! settlements stay after their handlers; the loop ends only once they are all over.
 
+mod behind;
 mod settle;
 mod waits;
 
@@ -93,8 +94,6 @@ pin_project_lite::pin_project! {
 /// always ready (a full memory queue, a handler that retries at once) must not hold the
 /// thread.
 const BUDGET: u8 = 128;
-
-pub(crate) use crate::mount::TRAILING;
 
 impl<H: Handler<M>, M: 'static, L: Layers> Sequential<H, M, L> {
     /// The loop over `deliveries`, with up to `trailing` bare settlements under way

@@ -2,19 +2,16 @@
 //! behind the loop, or with a copy, a reply or an `and_after` to wait for) and what the
 //! hooks learn once it is over.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 
-use ruststream_core::{
-    AckError, Address, BoxFuture, Delivery, Facts, Plan, Settlement, Settling, Verdict,
-};
+use ruststream_core::{AckError, Address, BoxFuture, Delivery, Facts, Plan, Settlement, Verdict};
 
 use super::super::dead_letter::Why;
 use super::super::execute::{Execution, execute};
 use super::super::worker::{Layers, Process, Worker, bare};
+use super::behind::Behind;
 use crate::handler::Handler;
 use crate::layer::Visits;
 use crate::outcome::{After, Outcome};
@@ -31,16 +28,11 @@ pub(super) struct AfterHandler {
     // Whether the in-flight gauge counts the delivery in hand.
     pub(super) counted: bool,
     // Bare settlements under way behind the loop; the gauge counts each.
-    pub(super) trailing: Vec<Trailing>,
-    // How many may be: `TRAILING` for a sequential mount, none for the loops of a mount
-    // with workers or lanes (their count is their concurrency).
+    pub(super) trailing: Behind<Report>,
+    // How many may be (`Concurrency::trailing`): 64 (or the broker's number) for a
+    // sequential mount; for each worker, nothing unless the broker declares a number;
+    // nothing for a lane.
     pub(super) limit: usize,
-}
-
-/// A bare settlement under way behind the loop, and what the hooks learn once it is over.
-pub(super) struct Trailing {
-    settling: Settling,
-    report: Option<Report>,
 }
 
 /// What the hooks learn once the settlement is over.
@@ -71,25 +63,15 @@ impl Report {
     }
 }
 
-/// Polls the settlements under way behind the loop, and lets go of those that are over.
+/// Lets go of the settlements under way behind the loop that are over (looked at only
+/// when one of them woke the loop).
 #[inline]
 pub(super) fn poll_trailing<H: Handler<M>, M: 'static, L: Layers>(
     worker: &Worker<H, M, L>,
-    trailing: &mut Vec<Trailing>,
-    cx: &mut Context<'_>,
+    trailing: &mut Behind<Report>,
+    cx: &Context<'_>,
 ) {
-    if trailing.is_empty() {
-        return;
-    }
-    let before = trailing.len();
-    trailing.retain_mut(|entry| match Pin::new(&mut entry.settling).poll(cx) {
-        Poll::Ready(result) => {
-            over(worker, result, entry.report.take());
-            false
-        }
-        Poll::Pending => true,
-    });
-    let over = before - trailing.len();
+    let over = trailing.poll_over(cx, |result, report| over(worker, result, report));
     if over > 0 {
         worker.runtime().in_flight.fetch_sub(over, Ordering::AcqRel);
     }
@@ -177,20 +159,16 @@ pub(super) fn settle<H: Handler<M>, M: 'static, L: Layers>(
                 }
                 uncount(worker, &mut next.counted);
             }
-            Err(mut settling) if next.trailing.len() < next.limit => {
+            Err(settling) if next.trailing.len() < next.limit => {
                 // Under way behind the loop: polled once now, so that it starts.
-                match Pin::new(&mut settling).poll(cx) {
-                    Poll::Ready(result) => {
+                match next.trailing.start(settling, None, cx) {
+                    Some((result, _)) => {
                         if let Err(error) = result {
                             worker.settlement_failed(&error.into());
                         }
                         uncount(worker, &mut next.counted);
                     }
-                    Poll::Pending => {
-                        let report = None;
-                        next.trailing.push(Trailing { settling, report });
-                        next.counted = false;
-                    }
+                    None => next.counted = false,
                 }
             }
             Err(settling) => next.settling = Some(Execution::Settle(settling)),
@@ -221,24 +199,24 @@ fn settle_told<H: Handler<M>, M: 'static, L: Layers>(
     cx: &mut Context<'_>,
 ) {
     let mut settling = delivery.settle(settlement);
-    let result = match settling.take_ready() {
-        Some(result) => result,
-        None if next.trailing.len() < next.limit => match Pin::new(&mut settling).poll(cx) {
-            Poll::Ready(result) => result,
-            Poll::Pending => {
-                let report = Some(report);
-                next.trailing.push(Trailing { settling, report });
-                next.counted = false;
-                return;
+    let (result, report) = match settling.take_ready() {
+        Some(result) => (result, Some(report)),
+        None if next.trailing.len() < next.limit => {
+            match next.trailing.start(settling, Some(report), cx) {
+                Some(over) => over,
+                None => {
+                    next.counted = false;
+                    return;
+                }
             }
-        },
+        }
         None => {
             next.settling = Some(Execution::Settle(settling));
             next.report = Some(report);
             return;
         }
     };
-    over(worker, result, Some(report));
+    over(worker, result, report);
     uncount(worker, &mut next.counted);
 }
 
@@ -283,7 +261,7 @@ fn settle_slow<H: Handler<M>, M: 'static, L: Layers>(
     next.settling = Some(execute(
         delivery,
         &plan,
-        worker.capabilities().settles,
+        &worker.capabilities(),
         worker.runtime(),
         &why,
         &visits,
