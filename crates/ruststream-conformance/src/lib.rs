@@ -36,6 +36,7 @@
 //! must not), and a whole check is cut off after [`CHECK_LIMIT`], so a failing broker
 //! fails the test instead of hanging it.
 
+pub mod asyncapi;
 pub mod checks;
 pub mod child;
 pub mod cpu;
@@ -43,6 +44,7 @@ mod harness;
 mod inbox;
 pub mod logs;
 mod macros;
+pub mod mosquitto;
 mod observed;
 pub mod postgres;
 mod recorder;

@@ -43,6 +43,9 @@ macro_rules! conformance_tests {
             failed_copy_is_owed,
             retry_after_beyond_native_bound,
             delivered_twice_handled_once,
+            stop_spends_no_attempt,
+            stop_during_delay,
+            forged_retry_count,
         );
     };
 }

@@ -6,6 +6,7 @@
 
 mod capabilities;
 mod failure;
+mod forged;
 mod once;
 mod owed_copy;
 mod publish;
@@ -14,9 +15,11 @@ mod retry;
 mod roundtrip;
 mod settlement;
 mod shutdown;
+mod stops;
 
 pub use capabilities::declared_capabilities;
 pub use failure::{decode_failure_drops, fail_fast_redelivers, panic_skip_acks};
+pub use forged::forged_retry_count;
 pub use once::delivered_twice_handled_once;
 pub use owed_copy::failed_copy_is_owed;
 pub use publish::publish_from_handler;
@@ -27,6 +30,7 @@ pub use retry::{
 pub use roundtrip::roundtrip;
 pub use settlement::{ack_removes, drop_not_redelivered};
 pub use shutdown::graceful_stop;
+pub use stops::{stop_during_delay, stop_spends_no_attempt};
 
 use ruststream::Address;
 use ruststream_core::Message;
