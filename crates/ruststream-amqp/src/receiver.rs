@@ -34,6 +34,7 @@ use tokio::sync::{mpsc, watch};
 use crate::acker::{AmqpAcker, Command, Outcome, Unsettled, Written};
 use crate::connection::Connector;
 use crate::credit::Credit;
+use crate::draining::Draining;
 use crate::message::decode;
 use crate::options::Settle;
 
@@ -46,6 +47,9 @@ type Item = Result<Delivery, ConsumeError>;
 /// An item with the attachment it came on.
 type Sent = (u64, Item);
 
+/// The attachment number that ends the stream: the drain is over.
+const DRAINED: u64 = u64::MAX - 1;
+
 /// What a subscription needs to (re)attach its link.
 #[derive(Debug, Clone)]
 pub(crate) struct LinkSpec {
@@ -57,6 +61,8 @@ pub(crate) struct LinkSpec {
     pub(crate) credit: u32,
     /// Whether deliveries with a header section carry the broker's count.
     pub(crate) counts: bool,
+    /// A graceful stop's drain, where the subscription accepted it (at least once).
+    pub(crate) drain: Option<ruststream_core::Drain>,
 }
 
 /// Attaches the link and starts its task.
@@ -94,6 +100,7 @@ pub(crate) async fn subscribe(
         acker,
         link,
         attached: attached.clone(),
+        draining: Draining::Idle,
     };
     let task_link = task.link.clone();
     let handle = tokio::spawn(task.run(session, receiver));
@@ -155,6 +162,10 @@ enum Stop {
 enum Event {
     Closing,
     Abandoned,
+    /// A graceful stop asked the link to drain.
+    Drain,
+    /// A drained link was quiet long enough: the stream ends.
+    Quiet,
     Command(Option<Command>),
     Received(Box<Result<fe2o3_amqp::link::delivery::Delivery<Body<Value>>, RecvError>>),
 }
@@ -172,6 +183,7 @@ struct LinkTask {
     link: Arc<AtomicU64>,
     /// Detached while the link is lost, attached once it is again.
     attached: ruststream_core::Attached,
+    draining: Draining,
 }
 
 impl LinkTask {
@@ -204,6 +216,13 @@ impl LinkTask {
                             receiver = r;
                             self.credit = Credit::new(self.spec.credit);
                             self.attached.attach();
+                            if !self.draining.grants() {
+                                // Drained meanwhile: the new link is drained too, and
+                                // the stream ends now (its transfers are not handed out:
+                                // they go back when the link closes).
+                                let _ = receiver.drain().await;
+                                self.end_drain();
+                            }
                             tracing::info!(address = %self.spec.address, link = %self.name, "amqp: link re-attached");
                         }
                         None => return,
@@ -240,13 +259,35 @@ impl LinkTask {
 
     async fn pump(&mut self, receiver: &mut Receiver) -> Stop {
         let mut batch = Vec::new();
+        // Made once: the loop polls it again on every event without a new future.
+        let mut asked = self
+            .spec
+            .drain
+            .as_ref()
+            .map(ruststream_core::Drain::requested);
+        let quiet = tokio::time::sleep(std::time::Duration::ZERO);
+        tokio::pin!(quiet);
         loop {
+            let idle = asked.is_some() && self.draining == Draining::Idle;
+            let quieting = match self.draining.ends_at() {
+                Some(at) => {
+                    if quiet.deadline() != at {
+                        quiet.as_mut().reset(at);
+                    }
+                    true
+                }
+                None => false,
+            };
             let event = tokio::select! {
                 biased;
                 _ = self.closed.wait_for(|c| *c) => Event::Closing,
                 command = self.commands.recv() => Event::Command(command),
                 received = receiver.recv::<Body<Value>>() => Event::Received(Box::new(received)),
-                _ = self.out.closed() => Event::Abandoned,
+                () = async { if let Some(asked) = asked.as_mut() { asked.await } }, if idle => Event::Drain,
+                () = &mut quiet, if quieting => Event::Quiet,
+                // A drained stream is dropped while its deliveries are still handled:
+                // their settlements come until the broker closes.
+                _ = self.out.closed(), if self.draining != Draining::Done => Event::Abandoned,
             };
             match event {
                 Event::Closing => {
@@ -271,11 +312,33 @@ impl LinkTask {
                     }
                 }
                 Event::Received(received) => {
+                    self.draining.on_received(tokio::time::Instant::now());
                     if let Err(stop) = self.on_received(*received) {
                         return stop;
                     }
                 }
+                Event::Drain => {
+                    self.draining = Draining::start(tokio::time::Instant::now());
+                    // A flow with `drain` set: the broker sends what the credit left
+                    // allows (no more than the window) and then uses the rest up. A
+                    // flow with credit 0 instead would make the transfers already on
+                    // their way a protocol error to fe2o3, which loses the link.
+                    if let Err(e) = receiver.drain().await {
+                        return Stop::Lost(format!("flow failed: {e}"));
+                    }
+                }
+                Event::Quiet => self.end_drain(),
             }
+        }
+    }
+
+    /// Ends the stream after what it holds: the drain is over. Settlements still come.
+    fn end_drain(&mut self) {
+        if self.draining != Draining::Done {
+            self.draining = Draining::Done;
+            let _ = self
+                .out
+                .send((DRAINED, Err(ConsumeError("drained".to_owned()))));
         }
     }
 
@@ -288,10 +351,13 @@ impl LinkTask {
                 self.credit.on_received();
                 let (info, message) = delivery.into_parts();
                 let d = self.delivery(info, Some(message), None);
+                // After a drain the stream may be gone: a late transfer is released (its
+                // delivery dropped) and the task goes on settling.
                 if self
                     .out
                     .send((self.link.load(Ordering::Acquire), Ok(d)))
                     .is_err()
+                    && self.draining != Draining::Done
                 {
                     return Err(Stop::Abandoned);
                 }
@@ -301,10 +367,13 @@ impl LinkTask {
                 self.credit.on_received();
                 let reason = format!("undecodable amqp message: {}", e.source);
                 let d = self.delivery(e.info, None, Some(reason));
+                // After a drain the stream may be gone: a late transfer is released (its
+                // delivery dropped) and the task goes on settling.
                 if self
                     .out
                     .send((self.link.load(Ordering::Acquire), Ok(d)))
                     .is_err()
+                    && self.draining != Draining::Done
                 {
                     return Err(Stop::Abandoned);
                 }
@@ -432,6 +501,7 @@ impl LinkTask {
         }
         if done > 0
             && let Some(grant) = self.credit.on_settled(done)
+            && self.draining.grants()
         {
             receiver
                 .set_credit(grant)
@@ -483,6 +553,7 @@ impl Stream for DeliveryStream {
         let this = self.get_mut();
         let item = loop {
             match this.deliveries.poll_recv(cx) {
+                Poll::Ready(Some((DRAINED, _))) => return Poll::Ready(None),
                 Poll::Ready(Some((link, Ok(delivery))))
                     if this
                         .link

@@ -120,6 +120,12 @@ impl Harness for Amqp {
         }
     }
 
+    /// At least once, a subscription drains at a graceful stop: what the link received
+    /// (and what the credit already granted brings) is handled and settled.
+    fn drains(&self) -> bool {
+        !matches!(self.kind, Kind::AtMostOnce)
+    }
+
     fn capabilities(&self) -> Capabilities {
         let at_least_once = |counts, dead_letters| Capabilities {
             settles: true,
@@ -128,6 +134,7 @@ impl Harness for Amqp {
             delays: false,
             max_delay: None,
             dead_letters,
+            moves: false,
         };
         match self.kind {
             Kind::Quorum => at_least_once(true, false),

@@ -334,6 +334,7 @@ impl LapinBroker {
             delays,
             max_delay: delays.then_some(MAX_DELAY),
             dead_letters,
+            moves: false,
         };
         tracing::info!(
             address = %spec.address, kind = ?info.as_ref().map(|q| q.kind.as_str()),

@@ -114,6 +114,7 @@ impl Harness for Lapin {
             delays,
             max_delay: delays.then_some(ruststream_lapin::MAX_DELAY),
             dead_letters,
+            moves: false,
         }
     }
 }
