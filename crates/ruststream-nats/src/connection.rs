@@ -2,7 +2,7 @@
 //! keep together: the subjects published with core NATS, the tasks close waits on.
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 use async_nats::jetstream;
@@ -24,6 +24,8 @@ pub(crate) struct Connection {
     replies: AtomicU64,
     /// The settings of the URL's query (`settings.rs`).
     url_settings: Vec<Setting>,
+    /// The server's `max_payload` as its INFO said at connect.
+    max_payload: AtomicUsize,
 }
 
 impl Connection {
@@ -33,6 +35,7 @@ impl Connection {
         link: LinkState,
         url_settings: Vec<Setting>,
     ) -> Self {
+        let max_payload = AtomicUsize::new(client.server_info().max_payload);
         Self {
             client,
             js,
@@ -42,7 +45,22 @@ impl Connection {
             closed: AtomicBool::new(false),
             replies: AtomicU64::new(0),
             url_settings,
+            max_payload,
         }
+    }
+
+    /// The largest message (header block and payload) the server takes: its `max_payload`
+    /// (1 MiB by default). Read again from the server's latest INFO for a message of
+    /// `size` over 64 KiB or over the limit known, so a limit changed across a reconnect
+    /// is seen where it matters.
+    pub(crate) fn max_payload(&self, size: usize) -> usize {
+        let known = self.max_payload.load(Ordering::Relaxed);
+        if size <= known && size <= 64 * 1024 {
+            return known;
+        }
+        let current = self.client.server_info().max_payload;
+        self.max_payload.store(current, Ordering::Relaxed);
+        current
     }
 
     /// Marks it closed; whether it already was.

@@ -49,6 +49,22 @@ pub(crate) fn to_nats(headers: &Headers) -> Result<HeaderMap, String> {
     Ok(out)
 }
 
+/// The bytes of the header block `headers` is sent as (`NATS/1.0`, a line per value,
+/// the blank line): what the server counts toward its `max_payload` besides the payload.
+pub(crate) fn block_len(headers: &HeaderMap) -> usize {
+    let lines: usize = headers
+        .iter()
+        .map(|(name, values)| {
+            let name: &str = name.as_ref();
+            values
+                .iter()
+                .map(|value| name.len() + value.as_str().len() + 4)
+                .sum::<usize>()
+        })
+        .sum();
+    "NATS/1.0\r\n\r\n".len() + lines
+}
+
 /// The id JetStream deduplicates a publish by: the message id (`message-id`, else a
 /// `Nats-Msg-Id` it carried), with what makes a copy of it another message: its retry
 /// count, the attempt it was dead-lettered at, when it was replayed. So a retry copy or

@@ -26,6 +26,7 @@ pub(crate) const CAPABILITIES: Capabilities = Capabilities {
     delays: true,
     max_delay: None,
     dead_letters: false,
+    moves: false,
 };
 
 const HEARTBEAT: Duration = Duration::from_millis(900);

@@ -30,6 +30,13 @@ impl NatsPublisher {
         }
         names::check_subject(to.as_str(), false).map_err(PublishErrorKind::BadAddress)?;
         let headers = headers::to_nats(&message.headers).map_err(PublishErrorKind::Refused)?;
+        // Over the server's max_payload the server answers `Maximum Payload Violation` and
+        // closes the connection (async-nats checks only publishes without headers).
+        let size = message.payload.len() + headers::block_len(&headers);
+        let limit = self.inner.max_payload(size);
+        if size > limit {
+            return Err(PublishErrorKind::TooLarge { size, limit });
+        }
         let subject = to.as_str().to_owned();
         let payload = message.payload.clone();
         if self.inner.is_core(to) {

@@ -158,3 +158,52 @@ async fn an_unreadable_header_is_handed_over_with_a_defect() {
     );
     support::delete_streams(&subject);
 }
+
+/// A message over the server's `max_payload` (1 MiB by default, headers and payload
+/// together, as the server's INFO says): refused with `TooLarge` naming that limit and
+/// handed back, before it is sent. Sent, the server answers `Maximum Payload Violation`
+/// and closes the connection: every subscription of the broker would reconnect, and the
+/// publish would fail as a lost connection, which the runtime tries again for ever.
+#[tokio::test]
+async fn a_message_over_the_servers_max_payload_is_refused_before_it_is_sent() {
+    let broker = broker().await;
+    let subject = unique("large");
+    let mut subscription = subscribe(&broker, &subject, None::<JetStream>).await;
+    let limit = support::client().await.server_info().max_payload;
+    let publisher = broker.publisher();
+    for (what, message) in [
+        ("payload", Message::new(vec![b'x'; limit + 1])),
+        (
+            "headers and payload",
+            Message::new(vec![b'x'; limit - 10]).with_header("x-pad", "y".repeat(64)),
+        ),
+    ] {
+        let error = publisher
+            .publish(subject.as_str().into(), message.clone())
+            .await
+            .expect_err(what);
+        match error.kind {
+            PublishErrorKind::TooLarge { size, limit: said } => {
+                assert_eq!(said, limit, "{what}: the server's max_payload");
+                assert!(size > limit, "{what}: {size}");
+            }
+            other => panic!("{what}: expected TooLarge, got {other:?}"),
+        }
+        assert_eq!(
+            error.message.payload, message.payload,
+            "{what}: handed back"
+        );
+    }
+    // The connection is still there: a message at the limit goes through at once.
+    let fits = Message::new(vec![b'z'; limit - 1024]);
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        publisher.publish(subject.as_str().into(), fits),
+    )
+    .await
+    .expect("at once")
+    .expect("published");
+    let got = support::next(&mut subscription, Duration::from_secs(10)).await;
+    assert_eq!(got.payload().len(), limit - 1024);
+    let _ = got.settle(Settlement::Accept).await;
+}

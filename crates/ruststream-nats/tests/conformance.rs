@@ -126,6 +126,7 @@ impl Harness for Nats {
                 delays: true,
                 max_delay: None,
                 dead_letters: false,
+                moves: false,
             },
             Form::Core => Capabilities::NONE,
         }
