@@ -282,6 +282,7 @@ impl RedisBroker {
                     // runtime's copy.
                     max_delay: Some(claiming.min_idle),
                     dead_letters: false,
+                    moves: false,
                 };
                 let claimer = Some(Claimer::new(claiming.min_idle));
                 self.open_stream(spec, claiming.group, claimer, false, count, caps)
@@ -344,6 +345,7 @@ impl RedisBroker {
         )
         .await
         .map_err(refused)?;
+        let mode_counts = claimer.is_some();
         let mode = match (&claimer, durable) {
             (Some(_), _) => StreamMode::Claiming,
             (None, true) => StreamMode::Durable(keys.delayed()),
@@ -404,7 +406,13 @@ impl RedisBroker {
         reader.claimer = claimer;
         reader.delayed = durable.then(|| keys.delayed());
         self.subscribed(&spec.address, Target::Stream(group.trim));
-        Ok(self.subscription(reader, caps))
+        // The server counts each entry a read hands over; with claiming that count is the
+        // attempt, so a stop drains what was read rather than leave it counted unhandled.
+        let drain = (mode_counts).then(|| {
+            spec.drain.accept();
+            spec.drain.clone()
+        });
+        Ok(self.subscription_draining(reader, caps, drain))
     }
 
     async fn open_pubsub(
@@ -483,9 +491,24 @@ impl RedisBroker {
     }
 
     fn subscription<R: form::Reader>(&self, reader: R, capabilities: Capabilities) -> Subscription {
+        self.subscription_draining(reader, capabilities, None)
+    }
+
+    /// A subscription whose stream ends after what it read once `drain` is requested.
+    fn subscription_draining<R: form::Reader>(
+        &self,
+        reader: R,
+        capabilities: Capabilities,
+        drain: Option<ruststream_core::Drain>,
+    ) -> Subscription {
         let attached = ruststream_core::Attached::new();
         Subscription {
-            deliveries: form::deliveries(reader, self.inner.closed.clone(), attached.clone()),
+            deliveries: form::deliveries(
+                reader,
+                self.inner.closed.clone(),
+                attached.clone(),
+                drain,
+            ),
             capabilities,
             attached,
         }

@@ -392,6 +392,7 @@ pub(crate) fn facts_of(form: &Form) -> Option<ruststream_core::Capabilities> {
             delays: true,
             max_delay: Some(claiming.min_idle),
             dead_letters: false,
+            moves: false,
         },
         Form::ReliableList(_) => Capabilities::SETTLES,
         Form::List(_) | Form::PubSub(_) | Form::Pattern(_) => Capabilities::NONE,

@@ -31,7 +31,8 @@ async fn capabilities_settle_requeue_count_and_delay() {
             delays: true,
             // A longer delay is the runtime's copy.
             max_delay: Some(MIN_IDLE),
-            dead_letters: false
+            dead_letters: false,
+            moves: false,
         }
     );
     ctx.cleanup().await;

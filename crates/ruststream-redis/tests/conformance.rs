@@ -157,8 +157,15 @@ impl Harness for Redis {
                 // A longer delay is the runtime's copy.
                 max_delay: Some(min_idle),
                 dead_letters: false,
+                moves: false,
             },
         }
+    }
+
+    /// A claiming subscription drains at a graceful stop: the server counts what a read
+    /// hands over, so what was read is handled rather than left counted.
+    fn drains(&self) -> bool {
+        matches!(self.form, Form::Claiming(_))
     }
 
     fn quiet(&self) -> Duration {

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use ruststream_adapter::Backoff;
-use ruststream_core::{Attached, ConsumeError, Delivery, DeliveryStream};
+use ruststream_core::{Attached, ConsumeError, Delivery, DeliveryStream, Drain};
 use tokio::sync::watch;
 
 /// A Lua function `unwrap(w)`, for the scripts that hand reliable-list elements back: a
@@ -68,6 +68,8 @@ struct State<R: Reader> {
     /// succeeded.
     retry_in: Option<Duration>,
     attached: Attached,
+    /// A graceful stop's drain, where the form accepted it.
+    drain: Option<Drain>,
 }
 
 impl<R: Reader> Drop for State<R> {
@@ -80,13 +82,17 @@ impl<R: Reader> Drop for State<R> {
     }
 }
 
-/// The deliveries of `reader` until the broker closes. A failed read is reported as an
-/// error item (and `attached` detached); the next one is tried after a back-off (100 ms
-/// doubling to 5 s, with jitter); a read that succeeds attaches it again.
+/// The deliveries of `reader` until the broker closes, or, with a `drain` the form
+/// accepted, until a drain is requested and what was read is handed out (a read already
+/// under way finishes: cut off, its entries would be counted and never handed out). A
+/// failed read is reported as an error item (and `attached` detached); the next one is
+/// tried after a back-off (100 ms doubling to 5 s, with jitter); a read that succeeds
+/// attaches it again.
 pub(crate) fn deliveries<R: Reader>(
     reader: R,
     closed: Arc<watch::Sender<bool>>,
     attached: Attached,
+    drain: Option<Drain>,
 ) -> DeliveryStream {
     let state = State {
         reader,
@@ -96,20 +102,23 @@ pub(crate) fn deliveries<R: Reader>(
         backoff: Backoff::new(FIRST_BACKOFF, MAX_BACKOFF),
         retry_in: None,
         attached,
+        drain,
     };
     futures_util::stream::unfold(state, |mut state| async move {
         loop {
             if let Some(delivery) = state.buffer.pop_front() {
                 return Some((Ok(delivery), state));
             }
-            if *state.closed.borrow() {
+            if *state.closed.borrow() || state.drain.as_ref().is_some_and(Drain::is_requested) {
                 return None;
             }
-            if let Some(delay) = state.retry_in {
+            if let Some(delay) = state.retry_in.take() {
                 tokio::select! {
                     _ = state.closed.changed() => return None,
                     () = tokio::time::sleep(delay) => {}
                 }
+                // A drain asked during the back-off ends the stream before the next read.
+                continue;
             }
             let result = tokio::select! {
                 _ = state.closed.changed() => return None,
