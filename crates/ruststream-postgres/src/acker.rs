@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ruststream_core::{AckError, Acker, Message, Settlement, Settling, Tag};
+use ruststream_core::{AckError, Acker, Address, Message, Settlement, Settling, Tag};
 
 use crate::deletes::{Deletes, ack_error};
 use crate::inner::Inner;
@@ -52,6 +52,39 @@ impl Acker for RowAcker {
                     "lease lost: the row was claimed again or removed".to_owned(),
                 )),
                 Ok(true) => Ok(()),
+                Err(error) => Err(error),
+            }
+        })
+    }
+
+    /// A copy and the original's removal (`Accept`, `Reject`, `Remove`) in one
+    /// statement; nothing else in one step.
+    fn replace(&self, tag: &Tag, to: Address, copy: Message, original: Settlement) -> Settling {
+        let (Some((id, attempts)), Settlement::Accept | Settlement::Reject | Settlement::Remove) =
+            (untag(tag), original)
+        else {
+            return Settling::done(Err(AckError::Unsupported));
+        };
+        let (inner, held) = (self.inner.clone(), self.held.clone());
+        Settling::pending(async move {
+            if to.as_str().is_empty() {
+                return Err(AckError::Refused("an empty queue name".to_owned()));
+            }
+            let original = crate::moves::Original::Claimed { attempts };
+            let moved = crate::moves::replace(&inner, id, original, &to, &copy).await;
+            match moved.map_err(|error| ack_error(&error)) {
+                Ok(true) => {
+                    held.release(id, attempts);
+                    Ok(())
+                }
+                // Claimed again or removed: not this consumer's to settle.
+                Ok(false) => {
+                    held.release(id, attempts);
+                    Err(AckError::Refused(
+                        "lease lost: the row was claimed again or removed".to_owned(),
+                    ))
+                }
+                // Neither happened: the row is still held, for the copy published first.
                 Err(error) => Err(error),
             }
         })

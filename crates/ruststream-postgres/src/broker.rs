@@ -24,7 +24,8 @@ use crate::settings;
 use crate::wake::{self, Wake};
 
 /// What every subscription declares: the row is settled, given back (now or at any
-/// later time, durably), and its own delivery count is the attempt.
+/// later time, durably), its own delivery count is the attempt, and a copy (a dead
+/// letter, a retry to another queue) replaces its row in one statement.
 pub const CAPABILITIES: Capabilities = Capabilities {
     settles: true,
     requeues: true,
@@ -32,6 +33,7 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     delays: true,
     max_delay: None,
     dead_letters: false,
+    moves: true,
 };
 
 /// PostgreSQL as a broker: queues are rows of one table in the adapter's schema.

@@ -1,6 +1,6 @@
 //! Browsing a queue's rows and removing rows by id (the dead-letter tools).
 
-use ruststream_core::{Address, BoxFuture, Inspect, InspectError, Waiting};
+use ruststream_core::{Address, BoxFuture, Inspect, InspectError, Message, Waiting};
 use sqlx::Row;
 
 use crate::inner::Inner;
@@ -63,6 +63,26 @@ impl Inspect for Inner {
                 .map_err(broker)?;
             Ok(done.rows_affected() as usize)
         })
+    }
+
+    /// The dead letter's row deleted and its copy inserted (with its `NOTIFY`) in one
+    /// statement.
+    fn replace<'a>(
+        &'a self,
+        address: &'a Address,
+        id: &'a str,
+        to: &'a Address,
+        copy: &'a Message,
+    ) -> Option<BoxFuture<'a, Result<bool, InspectError>>> {
+        Some(Box::pin(async move {
+            let Ok(id) = id.parse::<i64>() else {
+                return Ok(false);
+            };
+            let original = crate::moves::Original::Waiting { queue: address };
+            crate::moves::replace(self, id, original, to, copy)
+                .await
+                .map_err(broker)
+        }))
     }
 }
 

@@ -47,6 +47,7 @@ mod error;
 mod inner;
 mod inspect;
 mod lease;
+mod moves;
 pub mod outbox;
 mod pending;
 mod publisher;
