@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use rdkafka::ClientConfig;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::error::KafkaError;
 
@@ -60,6 +60,55 @@ pub(crate) async fn create(servers: &str, topic: &str) -> Result<(), String> {
         NewTopic::new(topic, 1, TopicReplication::Fixed(-1)),
     )
     .await
+}
+
+/// Kafka's `max.message.bytes` of a topic that does not set it (and of a broker whose
+/// `message.max.bytes` is its default): the largest record batch a topic takes.
+pub(crate) const KAFKA_MAX_MESSAGE: usize = 1_048_588;
+
+/// What the dead-letter topic the adapter makes takes beyond its source topic's
+/// `max.message.bytes`: room for the headers the runtime adds to a dead letter.
+const DEAD_LETTER_ROOM: usize = 64 * 1024;
+
+/// Makes the dead-letter topic `topic` of `source`: one partition, the cluster's
+/// default replication, kept until removed (`retention.ms=-1`: a cluster's default
+/// retention, 7 days, would delete dead letters nobody has looked at yet), taking
+/// whatever `source` takes (its `max.message.bytes`, as the cluster describes it,
+/// plus room for the runtime's headers).
+pub(crate) async fn create_dead_letter(
+    servers: &str,
+    topic: &str,
+    source: &str,
+) -> Result<(), String> {
+    let takes = max_message(servers, source)
+        .await
+        .unwrap_or(KAFKA_MAX_MESSAGE)
+        .saturating_add(DEAD_LETTER_ROOM)
+        .to_string();
+    create_with(
+        servers,
+        NewTopic::new(topic, 1, TopicReplication::Fixed(-1))
+            .set("retention.ms", "-1")
+            .set("max.message.bytes", &takes),
+    )
+    .await
+}
+
+/// `topic`'s `max.message.bytes` as the cluster describes it (the broker's default
+/// where the topic sets none); `None` where it cannot be read.
+pub(crate) async fn max_message(servers: &str, topic: &str) -> Option<usize> {
+    let admin = admin(servers).ok()?;
+    let described = admin
+        .describe_configs(&[ResourceSpecifier::Topic(topic)], &options())
+        .await
+        .ok()?;
+    described
+        .into_iter()
+        .flatten()
+        .flat_map(|resource| resource.entries)
+        .find(|entry| entry.name == "max.message.bytes")
+        .and_then(|entry| entry.value)
+        .and_then(|value| value.parse().ok())
 }
 
 /// Makes the topic `new` describes.

@@ -6,10 +6,10 @@ use std::time::Duration;
 use futures_util::stream;
 use rdkafka::ClientConfig;
 use rdkafka::consumer::Consumer;
-use rdkafka::producer::{FutureProducer, Producer};
+use rdkafka::producer::Producer as _;
 use ruststream_core::{
-    Address, BoxFuture, Broker, Capabilities, Publish, Replies, Setting, SubscribeError,
-    SubscribeSpec, Subscription,
+    Address, Bindings, BoxFuture, Broker, Capabilities, Inspect, Publish, Replies, Setting,
+    SubscribeError, SubscribeSpec, Subscription,
 };
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
@@ -21,12 +21,22 @@ use crate::context::{Context, KafkaConsumer};
 use crate::delay::{self, Delays};
 use crate::error::ConnectError;
 use crate::group::Group;
-use crate::publisher::{KafkaPublisher, MAX_MESSAGE};
+use crate::producer::Producer;
+use crate::publisher::KafkaPublisher;
 use crate::reader::Reader;
 use crate::settings;
 
-/// How long librdkafka tries to deliver a record before the publish fails.
-const DELIVERY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How many settlements a sequential mount lets trail behind its loop
+/// ([`Broker::trailing`]): with 64 (the runtime's default) a mount settled about 78,000
+/// records a second on nisshi, bound by 64 per commit round trip; with 1,024 it follows
+/// the raw batched loop (`examples/bench.rs`, BENCHMARKS.md).
+pub const TRAILING: usize = 1024;
+
+/// How many records a subscription's reader hands ahead of the runtime at most (fewer
+/// where the mount holds fewer): the settlements trailing behind a loop hold no record,
+/// so this, not [`TRAILING`], bounds the memory of records read and not yet handled
+/// (besides librdkafka's own fetch queue).
+const BUFFERED: usize = 64;
 
 /// The broker under `RUSTSTREAM_KAFKA_URL`, else `kafka://127.0.0.1:9092`.
 pub fn default_url() -> String {
@@ -43,7 +53,7 @@ pub struct KafkaBroker {
 struct Inner {
     servers: String,
     settings: Vec<Setting>,
-    producer: FutureProducer,
+    producer: Arc<Producer>,
     closed: watch::Sender<bool>,
     readers: Mutex<Vec<JoinHandle<()>>>,
     /// The reply topics this broker made, removed at close.
@@ -57,17 +67,8 @@ impl KafkaBroker {
     /// and checks that it answers.
     pub async fn connect(url: &str) -> Result<Self, ConnectError> {
         let url = settings::parse(url)?;
-        let producer: FutureProducer = ClientConfig::new()
-            .set("bootstrap.servers", &url.servers)
-            .set("enable.idempotence", "true")
-            .set("acks", "all")
-            .set("message.max.bytes", MAX_MESSAGE.to_string())
-            .set(
-                "message.timeout.ms",
-                DELIVERY_TIMEOUT.as_millis().to_string(),
-            )
-            .create()?;
-        let probe = producer.clone();
+        let producer = Arc::new(Producer::new(&url.servers)?);
+        let probe = producer.current();
         tokio::task::spawn_blocking(move || {
             probe
                 .client()
@@ -89,14 +90,32 @@ impl KafkaBroker {
         })
     }
 
-    fn consumer(&self, group_id: &str, group: Arc<Group>) -> Result<KafkaConsumer, SubscribeError> {
-        ClientConfig::new()
+    /// The cluster's bootstrap servers.
+    pub(crate) fn servers(&self) -> &str {
+        &self.inner.servers
+    }
+
+    /// The URL's settings (`?group=…`).
+    pub(crate) fn settings(&self) -> &[Setting] {
+        &self.inner.settings
+    }
+
+    fn consumer(
+        &self,
+        group_id: &str,
+        group: Arc<Group>,
+        session_timeout: Option<std::time::Duration>,
+    ) -> Result<KafkaConsumer, SubscribeError> {
+        let mut config = ClientConfig::new();
+        config
             .set("bootstrap.servers", &self.inner.servers)
             .set("group.id", group_id)
             .set("group.protocol", "classic")
             .set("enable.auto.commit", "false")
             .set("enable.auto.offset.store", "false")
-            .set("auto.offset.reset", "earliest")
+            .set("auto.offset.reset", "earliest");
+        settings::apply_session(&mut config, session_timeout);
+        config
             .create_with_context(Context { group })
             .map_err(|error| SubscribeError::Refused(format!("kafka consumer: {error}")))
     }
@@ -111,10 +130,11 @@ impl KafkaBroker {
         spec.options.check("kafka")?;
         let topic = spec.address.as_str().to_owned();
         let group_id = settings::group(&topic, &self.inner.settings, &spec.options)?;
+        let session_timeout = settings::session_timeout(&self.inner.settings, &spec.options)?;
         let partitions = self.exists(&topic).await?;
         self.declare_targets(&topic, &spec.declaration).await?;
         let group = Arc::new(Group::new(topic.clone()));
-        let consumer = Arc::new(self.consumer(&group_id, group.clone())?);
+        let consumer = Arc::new(self.consumer(&group_id, group.clone(), session_timeout)?);
         consumer
             .subscribe(&[&topic])
             .map_err(|error| SubscribeError::Refused(format!("subscribe to {topic}: {error}")))?;
@@ -131,7 +151,7 @@ impl KafkaBroker {
                 .retry_to
                 .as_ref()
                 .map_or_else(|| topic.clone(), |to| to.as_str().to_owned());
-            let delays = Arc::new(Delays::new(
+            let mut delays = Delays::new(
                 self.inner.servers.clone(),
                 self.inner.producer.clone(),
                 group_id.clone(),
@@ -140,7 +160,9 @@ impl KafkaBroker {
                 &spec.declaration,
                 stop,
                 self.inner.closed.subscribe(),
-            ));
+            );
+            delays.session_timeout = session_timeout;
+            let delays = Arc::new(delays);
             self.move_parked(&delays).await;
             self.inner
                 .delays
@@ -165,7 +187,7 @@ impl KafkaBroker {
             commits: asks,
             delays,
         });
-        let (out, received) = mpsc::channel(spec.in_flight.max(1));
+        let (out, received) = mpsc::channel(spec.in_flight.clamp(1, BUFFERED));
         let attached = group.attached.clone();
         let reader = Reader {
             consumer,
@@ -236,7 +258,12 @@ impl KafkaBroker {
             if found {
                 continue;
             }
-            match admin::create(&self.inner.servers, &name).await {
+            let made = if declaration.dead_letter.as_ref() == Some(target) {
+                admin::create_dead_letter(&self.inner.servers, &name, topic).await
+            } else {
+                admin::create(&self.inner.servers, &name).await
+            };
+            match made {
                 Ok(()) => tracing::info!(topic = %name, subscription = %topic,
                     "kafka: made the mount's topic (one partition)"),
                 // Made meanwhile by another service starting.
@@ -309,7 +336,7 @@ impl Broker for KafkaBroker {
             for delays in delays {
                 delays.finished().await;
             }
-            let producer = self.inner.producer.clone();
+            let producer = self.inner.producer.current();
             let _ =
                 tokio::task::spawn_blocking(move || producer.flush(Duration::from_secs(10))).await;
             let replies = std::mem::take(
@@ -347,6 +374,27 @@ impl Broker for KafkaBroker {
         })
     }
 
+    /// A mount delays in topics where Kafka can name them after its group.
+    fn durable_delays(&self) -> Option<&'static str> {
+        Some(
+            "a group whose name has only ASCII letters, digits, '.', '_' and '-' \
+             (the Group option): its delay topics are <group>.delay.<ms>",
+        )
+    }
+
+    /// The dead-letter tools on a topic, through a consumer group of their own
+    /// ([`TOOLS_GROUP`](crate::TOOLS_GROUP)).
+    fn inspect(&self) -> Option<&dyn Inspect> {
+        Some(self)
+    }
+
+    /// Every settlement waits for a commit of offsets, one round trip shared by all the
+    /// settlements asked meanwhile: a sequential mount lets [`TRAILING`] trail behind
+    /// its loop, so that it does not wait on the commit's latency every 64 deliveries.
+    fn trailing(&self) -> Option<usize> {
+        Some(TRAILING)
+    }
+
     /// Kafka neither takes a record back nor counts deliveries: retries are the
     /// runtime's copies. A delayed retry waits in a delay topic where the mount's group
     /// can name one.
@@ -357,5 +405,20 @@ impl Broker for KafkaBroker {
             delays: delay::fits(&group),
             ..Capabilities::SETTLES
         })
+    }
+
+    /// The topic, and the consumer group the mount reads it in (`ruststream.<topic>`
+    /// unless the mount or the URL names one).
+    fn bindings(&self, spec: &SubscribeSpec) -> Bindings {
+        let topic = spec.address.as_str();
+        match settings::group(topic, &self.inner.settings, &spec.options) {
+            Ok(group) => crate::bindings::subscription(topic, &group),
+            Err(_) => crate::bindings::publish(topic),
+        }
+    }
+
+    /// The topic.
+    fn publish_bindings(&self, to: &Address) -> Bindings {
+        crate::bindings::publish(to.as_str())
     }
 }

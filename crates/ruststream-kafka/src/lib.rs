@@ -24,7 +24,8 @@
 //! topic. A delayed retry (`RequeueAfter(d)`) is a copy parked in the delay topic
 //! `<group>.delay.<ms>` before the original is done; a mover of the group's own sends it
 //! back when it is due, whichever process of the group is running then. Headers are
-//! Kafka record headers (a null value reads as empty).
+//! Kafka record headers (a null value reads as empty); the record key is the header
+//! [`KEY`] (`kafka-key`), on publishing and on reading, so copies keep it.
 //!
 //! ```no_run
 //! use ruststream::{App, Mount, Outcome, ack};
@@ -50,6 +51,7 @@
 
 mod acker;
 mod admin;
+mod bindings;
 mod broker;
 mod commit;
 mod connector;
@@ -58,14 +60,21 @@ mod delay;
 mod error;
 mod group;
 mod headers;
+mod inspect;
+mod lag;
 mod offsets;
 mod options;
+mod positions;
+mod producer;
 mod publisher;
 mod reader;
 mod settings;
 
-pub use broker::{KafkaBroker, default_url};
+pub use broker::{KafkaBroker, TRAILING, default_url};
 pub use connector::KafkaConnector;
 pub use error::ConnectError;
+pub use headers::KEY;
+pub use inspect::TOOLS_GROUP;
+pub use lag::{Lag, LagError};
 pub use options::Group;
-pub use publisher::MAX_MESSAGE;
+pub use producer::MAX_MESSAGE;

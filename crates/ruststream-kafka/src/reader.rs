@@ -1,6 +1,7 @@
 //! A subscription's reader: takes records from the consumer and hands them on as
 //! deliveries, until the runtime lets go of the stream or the broker closes.
 
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,10 +12,15 @@ use rdkafka::error::KafkaError;
 use rdkafka::message::BorrowedMessage;
 use ruststream_core::{Acker, Address, ConsumeError, Delivery, Drain, Tag};
 use tokio::sync::{mpsc, watch};
+use tokio::time::Sleep;
 
 use crate::context::{KafkaConsumer, offsets};
 use crate::group::Group;
 use crate::headers::from_kafka;
+
+/// How often a detached subscription asks whether the cluster answers again (and how
+/// long it waits for the answer).
+const PROBE: Duration = Duration::from_secs(1);
 
 /// What the reader hands the runtime.
 pub(crate) type Item = Result<Delivery, ConsumeError>;
@@ -41,7 +47,13 @@ impl Reader {
         let mut closed = self.closed.clone();
         self.drain.accept();
         let mut drained = false;
+        // While detached: when to ask the cluster whether it answers again.
+        let mut probe: Option<Pin<Box<Sleep>>> = None;
         loop {
+            if probe.is_none() && !self.group.attached.is_attached() {
+                probe = Some(Box::pin(tokio::time::sleep(PROBE)));
+            }
+            let mut due = false;
             let item = tokio::select! {
                 _ = self.out.closed() => break,
                 _ = closed.wait_for(|closed| *closed) => break,
@@ -50,7 +62,16 @@ impl Reader {
                     break;
                 }
                 received = self.consumer.recv() => self.item(received),
+                () = async { probe.as_mut().expect("armed").await }, if probe.is_some() => {
+                    due = true;
+                    None
+                }
             };
+            if due {
+                probe = None;
+                self.probe().await;
+                continue;
+            }
             match item {
                 Some(Ok(delivery)) => {
                     self.group.attached.attach();
@@ -96,6 +117,30 @@ impl Reader {
         .await;
     }
 
+    /// Attaches a detached subscription if the cluster answers for its topic: an idle
+    /// topic gets no record to attach it again once the cluster is back.
+    async fn probe(&self) {
+        if self.group.attached.is_attached() {
+            return;
+        }
+        let (consumer, topic) = (self.consumer.clone(), self.group.topic.clone());
+        let answers = tokio::task::spawn_blocking(move || {
+            consumer
+                .fetch_metadata(Some(&topic), PROBE)
+                .is_ok_and(|metadata| {
+                    metadata
+                        .topics()
+                        .iter()
+                        .any(|t| *t.name() == *topic && t.error().is_none())
+                })
+        })
+        .await
+        .unwrap_or(false);
+        if answers {
+            self.group.attached.attach();
+        }
+    }
+
     fn item(&self, received: Result<BorrowedMessage<'_>, KafkaError>) -> Option<Item> {
         let record = match received {
             Ok(record) => record,
@@ -103,7 +148,7 @@ impl Reader {
         };
         let at = self.group.read(record.partition(), record.offset())?;
         let payload = Bytes::copy_from_slice(record.payload().unwrap_or_default());
-        let (headers, defect) = match from_kafka(record.headers()) {
+        let (headers, defect) = match from_kafka(record.headers(), record.key()) {
             Ok(headers) => (headers, None),
             Err(reason) => (Default::default(), Some(reason)),
         };

@@ -1,13 +1,20 @@
 //! The broker URL (`kafka://host:9092,host2:9092?group=billing`) and a subscription's
 //! settings from configuration (the URL's query, then the mount's).
 
+use std::time::Duration;
+
 use ruststream_core::{Options, Setting, SubscribeError, split_query};
 
 use crate::Group;
 use crate::error::ConnectError;
 
 /// The keys this broker reads.
-pub(crate) const KEYS: &[&str] = &["group"];
+pub(crate) const KEYS: &[&str] = &["group", "session_timeout"];
+
+/// The shortest and longest `session_timeout` librdkafka takes; the cluster's
+/// `group.min.session.timeout.ms` and `group.max.session.timeout.ms` (6 s and 30 min
+/// by default) bound it further, and a consumer outside them is refused at its join.
+const SESSION_RANGE: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs(3600));
 
 /// The prefix of the consumer group of a mount that names none: `ruststream.<topic>`,
 /// a group per topic, so that a service starting on one topic does not make every
@@ -67,6 +74,7 @@ pub(crate) fn group(
                 return Err(setting.invalid("a group name"));
             }
             "group" => group = setting.value.trim().to_owned(),
+            "session_timeout" => {}
             _ => return Err(setting.unknown("kafka", KEYS)),
         }
     }
@@ -75,11 +83,46 @@ pub(crate) fn group(
         .map_or(group, |typed| typed.0.clone()))
 }
 
+/// A mount's consumer session timeout (`session_timeout`: the mount's setting, else the
+/// URL's): how long the group waits for a consumer that stopped answering (a killed
+/// process) before its partitions go to the others (the mount's delay mover's too).
+/// `None`: librdkafka's default, 45 s.
+pub(crate) fn session_timeout(
+    url: &[Setting],
+    options: &Options,
+) -> Result<Option<Duration>, SubscribeError> {
+    let mut found = None;
+    for setting in url.iter().chain(options.settings()) {
+        if setting.key == "session_timeout" {
+            let timeout = setting.duration()?;
+            if timeout < SESSION_RANGE.0 || timeout > SESSION_RANGE.1 {
+                return Err(setting.invalid(
+                    "from 1s to 1h (the cluster's group.min.session.timeout.ms and \
+                     group.max.session.timeout.ms, 6s and 30m by default, bound it further)",
+                ));
+            }
+            found = Some(timeout);
+        }
+    }
+    Ok(found)
+}
+
+/// Sets a consumer's session to `timeout` where one is given (heartbeats every third of
+/// it, librdkafka's 3 s at most); librdkafka's default otherwise.
+pub(crate) fn apply_session(config: &mut rdkafka::ClientConfig, timeout: Option<Duration>) {
+    if let Some(timeout) = timeout {
+        let heartbeat = (timeout / 3).min(Duration::from_secs(3));
+        config
+            .set("session.timeout.ms", timeout.as_millis().to_string())
+            .set("heartbeat.interval.ms", heartbeat.as_millis().to_string());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use ruststream_core::{Options, Setting};
 
-    use super::{group, parse};
+    use super::{group, parse, session_timeout};
     use crate::Group;
 
     #[test]
@@ -109,5 +152,34 @@ mod tests {
         )
         .expect_err("unknown");
         assert!(error.to_string().contains("group"), "{error}");
+    }
+
+    #[test]
+    fn a_session_timeout_is_read_from_the_mount_over_the_url() {
+        use std::time::Duration;
+        let url = [Setting::new("session_timeout", "10s", "url")];
+        let mut options = Options::default();
+        assert_eq!(session_timeout(&[], &options).expect("none"), None);
+        assert_eq!(
+            session_timeout(&url, &options).expect("url"),
+            Some(Duration::from_secs(10))
+        );
+        options.configure(Setting::new("session_timeout", "6s", "env"));
+        assert_eq!(
+            session_timeout(&url, &options).expect("mount"),
+            Some(Duration::from_secs(6))
+        );
+        assert_eq!(
+            group("t", &url, &options).expect("not unknown"),
+            "ruststream.t"
+        );
+        for bad in ["500ms", "2h", "soon"] {
+            let error = session_timeout(
+                &[Setting::new("session_timeout", bad, "url")],
+                &Options::default(),
+            )
+            .expect_err(bad);
+            assert!(error.to_string().contains("session_timeout"), "{error}");
+        }
     }
 }

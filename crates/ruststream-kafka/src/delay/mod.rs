@@ -22,13 +22,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rdkafka::admin::{NewTopic, TopicReplication};
-use rdkafka::producer::FutureProducer;
 use ruststream_adapter::rounded_delay_ms;
 use ruststream_core::{Declaration, Facts, Message, Publish, RETRY_COUNT};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::admin;
+use crate::producer::Producer;
 use crate::publisher::KafkaPublisher;
 
 pub(crate) use mover::Mover;
@@ -85,7 +85,7 @@ pub(crate) fn now_ms() -> u64 {
 /// One subscription's delay topics: where its `RequeueAfter` parks copies.
 pub(crate) struct Delays {
     pub(crate) servers: String,
-    pub(crate) producer: FutureProducer,
+    pub(crate) producer: Arc<Producer>,
     pub(crate) group: String,
     /// Where a due copy goes: the mount's retry address (its own topic by default).
     pub(crate) back_to: String,
@@ -100,6 +100,8 @@ pub(crate) struct Delays {
     pub(crate) closed: watch::Receiver<bool>,
     /// Told when this process made a delay topic, for the mover to look again.
     pub(crate) news: Arc<tokio::sync::Notify>,
+    /// The mount's `session_timeout`, which the mover's consumer takes too.
+    pub(crate) session_timeout: Option<std::time::Duration>,
 }
 
 /// Why a copy could not be parked.
@@ -110,7 +112,7 @@ impl Delays {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         servers: String,
-        producer: FutureProducer,
+        producer: Arc<Producer>,
         group: String,
         back_to: String,
         partitions: i32,
@@ -130,6 +132,7 @@ impl Delays {
             stop,
             closed,
             news: Arc::new(tokio::sync::Notify::new()),
+            session_timeout: None,
         }
     }
 

@@ -44,7 +44,9 @@ pub(crate) struct Mover {
 impl Mover {
     /// The mover of `delays`' group, subscribed to its delay topics.
     pub(crate) fn new(delays: &Delays) -> Result<Self, KafkaError> {
-        let consumer: StreamConsumer = ClientConfig::new()
+        let mut config = ClientConfig::new();
+        crate::settings::apply_session(&mut config, delays.session_timeout);
+        let consumer: StreamConsumer = config
             .set("bootstrap.servers", &delays.servers)
             .set("group.id", format!("{}.delay", delays.group))
             .set("group.protocol", "classic")
@@ -235,7 +237,7 @@ struct Record {
 
 impl Record {
     fn of(record: &BorrowedMessage<'_>) -> Self {
-        let mut headers = from_kafka(record.headers()).unwrap_or_default();
+        let mut headers = from_kafka(record.headers(), record.key()).unwrap_or_default();
         let due = headers.get_str(DUE).and_then(|due| due.parse::<u64>().ok());
         headers.remove(DUE);
         Self {

@@ -88,3 +88,168 @@ pub fn create_topic_blocking(topic: &str, partitions: i32) {
     .join()
     .expect("topic created");
 }
+
+/// A port nothing listens on now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// A Kafka-protocol broker of a test's own (nisshi on memory storage, a free port), to
+/// stop and start again; killed when dropped. It may tell clients to connect to another
+/// port (a [`Proxy`] in front of it).
+pub struct OwnBroker {
+    pub port: u16,
+    advertised: u16,
+    child: Option<std::process::Child>,
+}
+
+impl OwnBroker {
+    /// The nisshi that `scripts/kafka.sh install` builds.
+    fn binary() -> std::path::PathBuf {
+        let cache =
+            std::env::var("RUSTSTREAM_CACHE").unwrap_or_else(|_| "/var/cache/ruststream".into());
+        let path = std::path::Path::new(&cache).join("nisshi-0.8.1/bin/nisshi");
+        assert!(
+            path.exists(),
+            "no nisshi at {}: build it with `scripts/kafka.sh install`",
+            path.display()
+        );
+        path
+    }
+
+    /// Starts one on a free port.
+    pub fn start() -> Self {
+        let port = free_port();
+        Self::advertising(port, port)
+    }
+
+    /// Starts one on `port` that sends clients to `advertised`.
+    pub fn advertising(port: u16, advertised: u16) -> Self {
+        let mut broker = Self {
+            port,
+            advertised,
+            child: None,
+        };
+        broker.resume();
+        broker
+    }
+
+    /// Starts it again on its port (after [`kill`](Self::kill)).
+    pub fn resume(&mut self) {
+        let listener = format!("tcp://127.0.0.1:{}", self.port);
+        let advertised = format!("tcp://127.0.0.1:{}", self.advertised);
+        let child = std::process::Command::new(Self::binary())
+            .args(["broker", "--listener-url", &listener])
+            .args(["--advertised-listener-url", &advertised])
+            .args(["--storage-engine", "memory://nisshi/"])
+            .args(["--group-initial-rebalance-delay", "0s"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("nisshi starts");
+        self.child = Some(child);
+        let at = ("127.0.0.1", self.port);
+        for _ in 0..100 {
+            if TcpStream::connect(at).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("nisshi did not answer on port {}", self.port);
+    }
+
+    /// SIGKILLs it.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Its URL (the advertised port's).
+    pub fn url(&self) -> String {
+        format!("kafka://127.0.0.1:{}", self.advertised)
+    }
+
+    /// A client configuration for it.
+    pub fn config(&self) -> ClientConfig {
+        let mut config = ClientConfig::new();
+        config.set(
+            "bootstrap.servers",
+            format!("127.0.0.1:{}", self.advertised),
+        );
+        config
+    }
+}
+
+impl Drop for OwnBroker {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A TCP proxy on `port` to `to`, whose connections can all be cut while it refuses new
+/// ones: a network blip, the broker and its groups untouched.
+pub struct Proxy {
+    cut: tokio::sync::watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Proxy {
+    pub async fn start(port: u16, to: u16) -> Self {
+        let (cut, mut watch) = tokio::sync::watch::channel(false);
+        let task = tokio::spawn(async move {
+            loop {
+                let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+                    .await
+                    .expect("proxy port");
+                let mut stop = watch.clone();
+                loop {
+                    tokio::select! {
+                        accepted = listener.accept() => {
+                            let Ok((mut client, _)) = accepted else { continue };
+                            let mut until = watch.clone();
+                            tokio::spawn(async move {
+                                let Ok(mut server) =
+                                    tokio::net::TcpStream::connect(("127.0.0.1", to)).await
+                                else {
+                                    return;
+                                };
+                                tokio::select! {
+                                    _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+                                    _ = until.wait_for(|cut| *cut) => {}
+                                }
+                            });
+                        }
+                        _ = stop.wait_for(|cut| *cut) => break,
+                    }
+                }
+                // Cut: nothing listens until it is let through again.
+                drop(listener);
+                if watch.wait_for(|cut| !*cut).await.is_err() {
+                    return;
+                }
+            }
+        });
+        Self { cut, task }
+    }
+
+    /// Closes every connection and refuses new ones.
+    pub fn cut(&self) {
+        self.cut.send_replace(true);
+    }
+
+    /// Takes connections again.
+    pub fn resume(&self) {
+        self.cut.send_replace(false);
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

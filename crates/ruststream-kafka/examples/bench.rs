@@ -1,0 +1,261 @@
+//! Consume throughput and CPU time per message (this process's and the broker's) on a
+//! Kafka-protocol broker, each record's 512-byte JSON decoded (serde) into the same
+//! struct before it counts as done:
+//!
+//! * `raw-each`: an rdkafka `StreamConsumer` (classic group, auto commit off) that
+//!   commits every record synchronously before the next: the plain loop;
+//! * `raw-batched`: the same consumer storing each record's offset and committing
+//!   asynchronously every 64 records (a synchronous commit at the end): the fastest loop
+//!   that still commits only what it handled;
+//! * `framework`: a `ruststream::App` on `KafkaBroker`, one mount with an
+//!   `async fn(Order) -> Outcome` returning `ack()`, default (sequential) handling;
+//! * `framework-workers`: the same mount with `workers(64)`.
+//!
+//! ```text
+//! cargo run --release -p ruststream-kafka --example bench -- [URL] [MESSAGES] [ROUNDS]
+//! ```
+//!
+//! Defaults: `kafka://127.0.0.1:9092`, 20000 messages, 3 rounds; `BENCH_ONLY=a,b` runs
+//! those variants only. Each variant gets a
+//! fresh topic of 3 partitions filled beforehand (not timed) and a new group; the order
+//! of the variants rotates from round to round. Timing: from the first record handled to
+//! the last one committed (the framework: settled, which is after its commit). Every run
+//! prints its msg/s and the client's and the broker's CPU µs per message over that
+//! window; at the end a markdown table gives the medians. The broker's CPU time is read
+//! from `/proc/<pid>/stat` of the process listening on the URL's port.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::{ClientConfig, Message as _};
+use ruststream::{App, Mount, Outcome, Settled, ack};
+use ruststream_conformance::cpu::{Run, Window, listener, markdown_table, port_of};
+use ruststream_kafka::KafkaBroker;
+use serde::Deserialize;
+
+/// The broker's process, for its CPU time (found once, from the URL's port).
+static BROKER: OnceLock<Option<u32>> = OnceLock::new();
+
+/// The framework's window, started by the first record its handler sees.
+static STARTED: Mutex<Option<Window>> = Mutex::new(None);
+static STARTING: AtomicBool = AtomicBool::new(false);
+
+/// A measured window, with the broker's CPU time where its process was found.
+fn window() -> Window {
+    Window::start(BROKER.get().copied().flatten())
+}
+
+#[derive(Debug, Deserialize)]
+struct Order {
+    id: u64,
+    pad: String,
+}
+
+async fn handle(order: Order) -> Outcome {
+    if !STARTING.swap(true, Ordering::Relaxed) {
+        *STARTED.lock().unwrap_or_else(PoisonError::into_inner) = Some(window());
+    }
+    std::hint::black_box((order.id, order.pad.len()));
+    ack()
+}
+
+fn payload(id: usize) -> Vec<u8> {
+    let mut json = format!("{{\"id\":{id},\"pad\":\"");
+    let pad = 512 - json.len() - 2;
+    json.push_str(&"x".repeat(pad));
+    json.push_str("\"}");
+    json.into_bytes()
+}
+
+fn config(servers: &str) -> ClientConfig {
+    let mut config = ClientConfig::new();
+    config.set("bootstrap.servers", servers);
+    config
+}
+
+/// A fresh topic of 3 partitions holding `n` records.
+async fn fill(servers: &str, topic: &str, n: usize) {
+    let admin: AdminClient<DefaultClientContext> = config(servers).create().expect("admin");
+    let made = admin
+        .create_topics(
+            &[NewTopic::new(topic, 3, TopicReplication::Fixed(-1))],
+            &AdminOptions::new().operation_timeout(Some(Duration::from_secs(10))),
+        )
+        .await
+        .expect("create topic");
+    for result in made {
+        result.expect("topic made");
+    }
+    let producer: FutureProducer = config(servers)
+        .set("linger.ms", "5")
+        .create()
+        .expect("producer");
+    let mut sent = FuturesUnordered::new();
+    for id in 0..n {
+        let body = payload(id);
+        let key = id.to_string();
+        let record = FutureRecord::to(topic).payload(&body).key(&key);
+        let report = producer
+            .send_result(record)
+            .map_err(|(error, _)| error)
+            .expect("queued");
+        sent.push(report);
+        if sent.len() >= 1024 {
+            sent.next()
+                .await
+                .expect("report")
+                .expect("delivered")
+                .expect("stored");
+        }
+    }
+    while let Some(report) = sent.next().await {
+        report.expect("delivered").expect("stored");
+    }
+}
+
+/// A raw consumer loop: every record committed (`every` = 1, synchronously), or offsets
+/// stored and committed asynchronously every `every` records.
+async fn raw(servers: &str, topic: &str, n: usize, every: usize) -> Run {
+    let consumer: StreamConsumer = config(servers)
+        .set("group.id", format!("{topic}.raw"))
+        .set("group.protocol", "classic")
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("auto.offset.reset", "earliest")
+        .create()
+        .expect("consumer");
+    consumer.subscribe(&[topic]).expect("subscribe");
+    let mut started = None;
+    for i in 1..=n {
+        let record = consumer.recv().await.expect("record");
+        started.get_or_insert_with(window);
+        let order: Order =
+            serde_json::from_slice(record.payload().unwrap_or_default()).expect("json");
+        std::hint::black_box((order.id, order.pad.len()));
+        if every == 1 {
+            consumer
+                .commit_message(&record, CommitMode::Sync)
+                .expect("commit");
+        } else {
+            consumer.store_offset_from_message(&record).expect("store");
+            if i % every == 0 {
+                consumer
+                    .commit_consumer_state(CommitMode::Async)
+                    .expect("commit");
+            }
+        }
+    }
+    if every > 1 {
+        consumer
+            .commit_consumer_state(CommitMode::Sync)
+            .expect("last commit");
+    }
+    started.expect("started").end(n)
+}
+
+/// The framework's run with the default sequential mount, or with `workers(n)`.
+async fn framework(url: &str, topic: &str, n: usize, workers: Option<usize>) -> Run {
+    STARTING.store(false, Ordering::Relaxed);
+    *STARTED.lock().unwrap_or_else(PoisonError::into_inner) = None;
+    let broker = KafkaBroker::connect(url).await.expect("connect");
+    let finished = Arc::new(OnceLock::new());
+    let done = Arc::new(tokio::sync::Notify::new());
+    let settled = Arc::new(AtomicUsize::new(0));
+    let failed = Arc::new(AtomicUsize::new(0));
+    let (f, d, c, e) = (
+        finished.clone(),
+        done.clone(),
+        settled.clone(),
+        failed.clone(),
+    );
+    let mut mount = Mount::new(topic);
+    if let Some(workers) = workers {
+        mount = mount.workers(workers);
+    }
+    let running = App::new(broker)
+        .mount(mount, handle)
+        .after_settle(move |record: &Settled| {
+            if !record.is_ok() {
+                e.fetch_add(1, Ordering::Relaxed);
+            }
+            if c.fetch_add(1, Ordering::AcqRel) + 1 == n {
+                if let Some(window) = STARTED
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .as_ref()
+                {
+                    let _ = f.set(window.end(n));
+                }
+                d.notify_one();
+            }
+        })
+        .start()
+        .await
+        .expect("start");
+    tokio::time::timeout(Duration::from_secs(300), done.notified())
+        .await
+        .expect("all settled");
+    running.stop().await.expect("stop");
+    assert_eq!(failed.load(Ordering::Relaxed), 0, "failed settlements");
+    *finished.get().expect("finished")
+}
+
+/// The `workers(n)` of the `framework-workers` variant.
+const WORKERS: usize = 64;
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let url = args
+        .get(1)
+        .cloned()
+        .unwrap_or_else(|| "kafka://127.0.0.1:9092".into());
+    let n: usize = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(20_000);
+    let rounds: usize = args.get(3).and_then(|a| a.parse().ok()).unwrap_or(3);
+    let servers = url
+        .split_once("://")
+        .map_or(url.as_str(), |(_, rest)| rest)
+        .split('?')
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    let port = port_of(&url, 9092);
+    let server = BROKER.get_or_init(|| listener(port));
+    println!("broker process on port {port}: {server:?} (its CPU time is measured where found)");
+    let variants = ["raw-each", "raw-batched", "framework", "framework-workers"];
+    // BENCH_ONLY=framework,raw-batched: some variants only (for a profile).
+    let only = std::env::var("BENCH_ONLY").ok();
+    let mut runs: Vec<Vec<Run>> = vec![Vec::new(); variants.len()];
+    let stamp = std::process::id();
+    for round in 0..rounds {
+        for k in 0..variants.len() {
+            let v = (k + round) % variants.len();
+            if only
+                .as_ref()
+                .is_some_and(|only| !only.split(',').any(|o| o == variants[v]))
+            {
+                continue;
+            }
+            let topic = format!("rsbench-{stamp}-{round}-{}", variants[v]);
+            fill(&servers, &topic, n).await;
+            let run = match variants[v] {
+                "raw-each" => raw(&servers, &topic, n, 1).await,
+                "raw-batched" => raw(&servers, &topic, n, 64).await,
+                "framework" => framework(&url, &topic, n, None).await,
+                _ => framework(&url, &topic, n, Some(WORKERS)).await,
+            };
+            println!("round {round} {:<18} {run}", variants[v]);
+            runs[v].push(run);
+        }
+    }
+    let variants: Vec<(&str, Vec<Run>)> = variants.into_iter().zip(runs).collect();
+    println!("Kafka (nisshi 0.8.1): medians of {rounds} rounds of {n}");
+    print!("{}", markdown_table(&variants));
+}
