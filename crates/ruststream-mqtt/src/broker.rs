@@ -7,7 +7,7 @@ use std::time::Duration;
 use futures_util::stream;
 use rumqttc::v5::{AsyncClient, Event, Incoming};
 use ruststream_core::{
-    Address, Attached, BoxFuture, Broker, Capabilities, Publish, Replies, SubscribeError,
+    Address, Attached, Bindings, BoxFuture, Broker, Capabilities, Publish, Replies, SubscribeError,
     SubscribeSpec, Subscription,
 };
 use tokio::sync::{mpsc, oneshot, watch};
@@ -240,5 +240,15 @@ impl Broker for MqttBroker {
     /// settles, and retries and dead letters are the runtime's copies.
     fn facts(&self, _: &SubscribeSpec) -> Option<Capabilities> {
         Some(Capabilities::SETTLES)
+    }
+
+    /// Subscriptions are QoS 1.
+    fn bindings(&self, _: &SubscribeSpec) -> Bindings {
+        crate::bindings::subscription()
+    }
+
+    /// Publishes are QoS 1, not retained.
+    fn publish_bindings(&self, _: &Address) -> Bindings {
+        crate::bindings::publish()
     }
 }

@@ -5,9 +5,10 @@
 //! that matches none is dropped, so the adapter fails it. A mount's dead letter whose
 //! topic nobody has subscribed to yet would then be owed for ever, and, since PUBACKs go
 //! in arrival order, hold back every later PUBACK of its subscription. So when such a copy
-//! finds no subscription, the adapter opens the session that a mount on that topic with
-//! the default options would have (its client id and group, from this broker's URL), with
-//! no expiry, subscribes it, and leaves: the broker then keeps the copies there (within
+//! has found no subscription for a while (the publisher tries again for 10 s: a consumer
+//! away for a moment, as after a broker restart, subscribes again meanwhile), the adapter
+//! opens the session that a mount on that topic with the default options would have (its
+//! client id and group, from this broker's URL), with no expiry, subscribes it, and leaves: the broker then keeps the copies there (within
 //! its own limit per session: Mosquitto's `max_queued_messages`, 1,000 by default) until
 //! that consumer connects (its own connect sets the session's expiry from then on), and
 //! the copy is published again. No session is taken over: nobody was subscribed.

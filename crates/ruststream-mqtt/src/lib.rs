@@ -52,6 +52,7 @@
 //! See `docs/mqtt.md` for what each outcome does and what is not done yet.
 
 mod acker;
+mod bindings;
 mod broker;
 mod connection;
 mod connector;
@@ -75,3 +76,4 @@ pub use connector::MqttConnector;
 pub use error::ConnectError;
 pub use options::{Group, SessionExpiry};
 pub use publisher::MAX_PAYLOAD;
+pub use settings::session_id;

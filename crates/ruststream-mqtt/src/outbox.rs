@@ -45,6 +45,8 @@ struct State {
     sent: HashMap<u16, Waiter>,
     /// Their packet id was still in flight: written after that one's PUBACK.
     collided: HashMap<u16, Waiter>,
+    /// The largest packet the server takes, as its last CONNACK said (none: MQTT's).
+    max_packet: Option<usize>,
 }
 
 /// What handing a publish over came to.
@@ -77,6 +79,12 @@ impl Outbox {
         let (tx, rx) = oneshot::channel();
         state.queued.push_back(tx);
         Handed::Sent(rx)
+    }
+
+    /// The largest packet the server takes (its CONNACK's Maximum Packet Size), where it
+    /// said one.
+    pub(crate) fn max_packet(&self) -> Option<usize> {
+        self.state().max_packet
     }
 
     /// Whether nothing waits for a PUBACK.
@@ -193,8 +201,13 @@ async fn session(
     loop {
         match events.poll().await {
             Ok(event) => {
-                if matches!(event, Event::Incoming(Incoming::ConnAck(_))) {
+                if let Event::Incoming(Incoming::ConnAck(ack)) = &event {
                     backoff.reset();
+                    outbox.state().max_packet = ack
+                        .properties
+                        .as_ref()
+                        .and_then(|p| p.max_packet_size)
+                        .and_then(|size| usize::try_from(size).ok());
                 }
                 handle(outbox, &event, accept_unrouted);
             }

@@ -217,6 +217,26 @@ pub(crate) fn mounted(
     })
 }
 
+/// The client id of the session a mount on `filter` with the default options has, on a
+/// broker opened with `url` (its `client_id`, else `ruststream-<host name>`, then a hash
+/// of the group and the filter): where the broker keeps what that mount has not taken.
+/// Operators and tools that end a service's sessions ask for it here.
+///
+/// ```
+/// let id = ruststream_mqtt::session_id("mqtt://127.0.0.1:1883?client_id=billing-1", "orders")
+///     .expect("a good url");
+/// assert!(id.starts_with("billing-1-"));
+/// ```
+///
+/// # Errors
+///
+/// A URL the adapter would refuse, as [`MqttBroker::connect`](crate::MqttBroker::connect)
+/// does.
+pub fn session_id(url: &str, filter: &str) -> Result<String, crate::ConnectError> {
+    let parsed = parse(url)?;
+    Ok(mounted(filter, &parsed.settings, &Options::default())?.client_id)
+}
+
 /// A session expiry MQTT can say (whole seconds, at most `u32::MAX`), and not zero.
 fn expiry(value: Duration, setting: &Setting) -> Result<Duration, SubscribeError> {
     if value < Duration::from_secs(1) {

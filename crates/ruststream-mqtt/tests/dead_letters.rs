@@ -1,6 +1,7 @@
 //! A mount's dead letter whose topic nobody subscribes to yet, with default options: the
 //! copy is kept in the session a default mount on that topic would have, the original is
-//! acknowledged (so its subscription goes on), and a consumer started later gets it.
+//! acknowledged (so its subscription goes on), and a consumer started later gets it; a
+//! consumer that subscribes within a few seconds gets it whatever its client id.
 //! Needs an MQTT 5 broker (Mosquitto 2 on 127.0.0.1:1883; `RUSTSTREAM_MQTT_URL`).
 
 mod support;
@@ -76,6 +77,56 @@ async fn a_dead_letter_nobody_subscribes_to_is_kept_for_its_consumer() {
     got.sort();
     assert_eq!(got, ["\"spent 0\"", "\"spent 1\""]);
     later.close().await;
+    publisher.close().await;
+}
+
+/// The dead-letter consumer is away for a moment when the dead letter is sent: Mosquitto
+/// forgets every shared subscription when it restarts (2.0.11 does not persist them), so
+/// until the consumer has connected again and subscribed, its topic has no subscription.
+/// It names itself (its own `client_id`, as replicas do), so the session the adapter
+/// would keep for the topic, named from the service's URL, is not its own: a copy kept
+/// there is never read, and that session, a member of the group from then on, takes its
+/// share of every later dead letter. The copy must wait for the consumer instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_letter_reaches_its_consumer_subscribing_soon_after_under_its_own_id() {
+    let topic = support::unique("away");
+    let dead = format!("{topic}/dead");
+    let running = App::new(support::connect_to(&support::url_with("client_id=service")).await)
+        .mount(
+            Mount::new(topic.as_str())
+                .max_attempts(1)
+                .dead_letter(dead.as_str()),
+            |_: String| async { retry() },
+        )
+        .start()
+        .await
+        .expect("starts");
+    let publisher = support::connect().await;
+    publisher
+        .publisher()
+        .publish(topic.as_str().into(), Message::new("\"spent\""))
+        .await
+        .expect("published");
+    // The dead letter is under way while its consumer is away.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let consumer = support::connect_to(&support::url_with("client_id=auditor")).await;
+    let mut letters = consumer
+        .subscribe(SubscribeSpec::new(dead.as_str()))
+        .await
+        .expect("subscribed")
+        .deliveries;
+    let letter = tokio::time::timeout(Duration::from_secs(15), letters.next())
+        .await
+        .expect("the dead letter within 15 s, not kept in a session of another name")
+        .expect("open")
+        .expect("a delivery");
+    assert_eq!(letter.payload().as_ref(), b"\"spent\"");
+    letter
+        .settle(ruststream_core::Settlement::Accept)
+        .await
+        .expect("acked");
+    running.stop().await.expect("a clean stop");
+    consumer.close().await;
     publisher.close().await;
 }
 
