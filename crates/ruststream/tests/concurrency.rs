@@ -3,6 +3,7 @@
 
 mod support;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -303,6 +304,67 @@ async fn sequential_settlements_trail_behind_the_handlers() {
         q.is_empty(),
         "every settlement went through before the stop: {q:?}"
     );
+}
+
+/// How many of 200 deliveries `mount` handles before the first settlement is over, on a
+/// broker whose settlements take a second and that declares `declared` may trail; then
+/// a stop, after which every one handled is settled.
+async fn handled_before_a_settlement(declared: Option<usize>, mount: Mount) -> usize {
+    let memory = MemoryBroker::new();
+    let mut broker = support::Faulty::new(memory.clone()).slow_settlement(Duration::from_secs(1));
+    if let Some(n) = declared {
+        broker = broker.trailing(n);
+    }
+    let handled = Arc::new(AtomicUsize::new(0));
+    let h = handled.clone();
+    let app = App::new(broker).mount(mount, move |_: u32| {
+        let h = h.clone();
+        async move {
+            h.fetch_add(1, Ordering::Relaxed);
+        }
+    });
+    let publisher = app.publisher();
+    for seq in 0..200u32 {
+        publisher.publish("q", &seq).await.expect("published");
+    }
+    let running = app.start().await.expect("starts");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = handled.load(Ordering::Relaxed);
+    tokio::time::timeout(Duration::from_secs(60), running.stop())
+        .await
+        .expect("stops in time")
+        .expect("stops cleanly");
+    let q = queue(&memory, "q");
+    assert_eq!(
+        q.unsettled, 0,
+        "{declared:?}: every one handled is settled: {q:?}"
+    );
+    before
+}
+
+/// A sequential loop lets as many settlements trail as the broker declares
+/// ([`Broker::trailing`]; 64 by default): with settlements that take a second, 200
+/// handlers run at once where the broker declares 256, and the 66th waits for the first
+/// settlement where it declares nothing.
+#[tokio::test(start_paused = true)]
+async fn a_broker_declares_how_many_settlements_trail() {
+    let declared = handled_before_a_settlement(Some(256), Mount::new("q")).await;
+    assert_eq!(declared, 200, "every handler ran before a settlement");
+    let default = handled_before_a_settlement(None, Mount::new("q")).await;
+    assert_eq!(default, 65, "one in hand and 64 trailing");
+}
+
+/// Workers share what the broker declares may trail: each of 4 workers lets 16 of 64
+/// trail behind it (4 × 17 handlers before the first settlement is over), and none
+/// where the broker declares nothing (4: each worker waits for its settlement).
+#[tokio::test(start_paused = true)]
+async fn workers_share_the_settlements_a_broker_lets_trail() {
+    let workers = || Mount::new("q").workers(4);
+    assert_eq!(
+        handled_before_a_settlement(Some(64), workers()).await,
+        4 * 17
+    );
+    assert_eq!(handled_before_a_settlement(None, workers()).await, 4);
 }
 
 /// The service's `after_settle` hooks do not make a sequential loop wait either: they are

@@ -45,6 +45,7 @@ const SELF_DL: Capabilities = Capabilities {
     delays: false,
     max_delay: None,
     dead_letters: true,
+    moves: false,
 };
 const SELF_DL_DELAYS: Capabilities = Capabilities {
     delays: true,

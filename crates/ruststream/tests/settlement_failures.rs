@@ -271,3 +271,47 @@ async fn an_owed_copy_still_failing_at_a_stop_hands_the_original_back() {
     assert_eq!(memory.ready("q"), 1, "the original came back");
     assert!(memory.messages("q.dead").is_empty());
 }
+
+/// A dead letter the broker will never take (too large once its headers are added): the
+/// original is not lost, and it does not spin either. Each refusal of the same message
+/// keeps it unsettled twice as long before it is handed back (1 s, 2 s, 4 s, … up to
+/// 5 min), and the messages after it are handled meanwhile. Handed back after 1 s each
+/// time, it ran 71 times in these 70 seconds.
+#[tokio::test(start_paused = true)]
+async fn a_copy_refused_for_good_is_handed_back_later_each_time() {
+    let calls = Calls::default();
+    let seen = Seen::default();
+    let memory = MemoryBroker::with_capabilities(Capabilities::SETTLES);
+    let running = App::new(Faulty::new(memory.clone()).too_large_for("q.dead"))
+        .mount(
+            Mount::new("q").max_attempts(1).dead_letter("q.dead"),
+            handler(&calls),
+        )
+        .after_settle(seen.hook())
+        .start()
+        .await
+        .expect("starts");
+    let publisher = memory.publisher();
+    for n in ["0", "1"] {
+        publisher
+            .publish(Address::new("q"), ruststream_core::Message::new(n))
+            .await
+            .expect("published");
+    }
+    wait_until("the first refusal and the next message", || {
+        seen.all().len() == 2
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_secs(70)).await;
+    let runs = payloads(&calls).iter().filter(|p| *p == "0").count();
+    // Handled at 0 s, then handed back after 1, 2, 4, 8, 16 and 32 s: at 1, 3, 7, 15, 31
+    // and 63 s.
+    assert_eq!(runs, 7, "{:?}", payloads(&calls));
+    assert_eq!(payloads(&calls).iter().filter(|p| *p == "1").count(), 1);
+    assert!(seen.all().contains(&Kind::Ok));
+    assert!(memory.messages("q.dead").is_empty());
+    let q = queue(&memory, "q");
+    assert_eq!((q.ready, q.unsettled), (0, 1), "the original is still held");
+    within("stop", running.stop()).await.expect("clean stop");
+    assert_eq!(memory.ready("q"), 1, "the original came back");
+}

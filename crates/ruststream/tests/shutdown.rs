@@ -233,6 +233,7 @@ async fn a_held_delivery_is_back_in_the_queue_after_a_graceful_stop() {
         delays: false,
         max_delay: None,
         dead_letters: true,
+        moves: false,
     };
     let app = TestApp::try_start(MemoryBroker::with_capabilities(self_dl), |b| {
         App::new(b).mount(Mount::new("q").max_attempts(3), |_: u32| async {

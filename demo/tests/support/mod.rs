@@ -16,6 +16,15 @@ pub fn amqp_url() -> String {
         .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5673".to_owned())
 }
 
+/// The PostgreSQL under test, in a schema of `schema`: `RUSTSTREAM_POSTGRES_URL`, else
+/// 127.0.0.1:5432, database `test`.
+pub fn postgres_url(schema: &str) -> String {
+    let base = std::env::var("RUSTSTREAM_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+    let join = if base.contains('?') { '&' } else { '?' };
+    format!("{base}{join}schema={schema}")
+}
+
 /// A prefix for the demo's addresses unique to this run: `rs-cli-<pid>-<nanos>.`.
 pub fn unique_prefix(what: &str) -> String {
     let nanos = std::time::SystemTime::now()

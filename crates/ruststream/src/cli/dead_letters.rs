@@ -208,17 +208,36 @@ async fn replay(
                 continue;
             }
             let copy = replayed(&w.message, now_ms());
-            match publisher.publish(Address::from(dest), copy).await {
-                Ok(()) => published.push((w.id.clone(), dest)),
-                Err(error) => {
-                    writeln!(
-                        out,
-                        "{}: not replayed (the dead letter stays): {error}",
-                        w.id
-                    )?;
-                    failed += 1;
-                }
-            }
+            let dest_address = Address::from(dest);
+            // In one step where the broker can: never both the dead letter and its copy.
+            let moving = inspect.replace(&address, &w.id, &dest_address, &copy);
+            let error = match moving {
+                Some(moving) => match moving.await {
+                    Ok(true) => {
+                        writeln!(out, "replayed {} to {dest}", w.id)?;
+                        replayed_n += 1;
+                        continue;
+                    }
+                    Ok(false) => {
+                        writeln!(out, "{}: gone already (taken meanwhile)", w.id)?;
+                        continue;
+                    }
+                    Err(error) => error.to_string(),
+                },
+                None => match publisher.publish(dest_address.clone(), copy.clone()).await {
+                    Ok(()) => {
+                        published.push((w.id.clone(), dest));
+                        continue;
+                    }
+                    Err(error) => error.to_string(),
+                },
+            };
+            writeln!(
+                out,
+                "{}: not replayed (the dead letter stays): {error}",
+                w.id
+            )?;
+            failed += 1;
         }
         if published.is_empty() {
             continue;

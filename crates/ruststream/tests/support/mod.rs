@@ -32,6 +32,7 @@ pub fn caps(
         delays,
         max_delay: None,
         dead_letters,
+        moves: false,
     }
 }
 
@@ -226,8 +227,10 @@ pub struct Faulty {
     lose_reply: Option<Rule>,
     defect: Option<Rule>,
     refuse_publish_to: Vec<Address>,
+    too_large_for: Vec<Address>,
     outage: Arc<AtomicBool>,
     slow_settlement: Option<Duration>,
+    trailing: Option<usize>,
 }
 
 impl Faulty {
@@ -239,8 +242,10 @@ impl Faulty {
             lose_reply: None,
             defect: None,
             refuse_publish_to: Vec::new(),
+            too_large_for: Vec::new(),
             outage: Arc::new(AtomicBool::new(false)),
             slow_settlement: None,
+            trailing: None,
         }
     }
 
@@ -254,6 +259,13 @@ impl Faulty {
     /// polled (as an adapter whose settlement is a command to the server).
     pub fn slow_settlement(mut self, after: Duration) -> Self {
         self.slow_settlement = Some(after);
+        self
+    }
+
+    /// Declares `n` settlements trailing behind a sequential loop
+    /// ([`Broker::trailing`]), as a broker whose settlements wait for a shared step.
+    pub fn trailing(mut self, n: usize) -> Self {
+        self.trailing = Some(n);
         self
     }
 
@@ -286,6 +298,12 @@ impl Faulty {
     /// Refuses every publish to `address`.
     pub fn refuse_publish_to(mut self, address: &str) -> Self {
         self.refuse_publish_to.push(Address::new(address));
+        self
+    }
+
+    /// Every publish to `address` is refused for good, as too large.
+    pub fn too_large_for(mut self, address: &str) -> Self {
+        self.too_large_for.push(Address::new(address));
         self
     }
 }
@@ -363,6 +381,10 @@ impl Broker for Faulty {
         "faulty-memory"
     }
 
+    fn trailing(&self) -> Option<usize> {
+        self.trailing
+    }
+
     fn subscribe(
         &self,
         spec: SubscribeSpec,
@@ -421,6 +443,7 @@ impl Broker for Faulty {
         Arc::new(FaultyPublish {
             inner: self.inner.publisher(),
             refuse: self.refuse_publish_to.clone(),
+            too_large: self.too_large_for.clone(),
             outage: self.outage.clone(),
         })
     }
@@ -433,6 +456,7 @@ impl Broker for Faulty {
 struct FaultyPublish {
     inner: Arc<dyn Publish>,
     refuse: Vec<Address>,
+    too_large: Vec<Address>,
     outage: Arc<AtomicBool>,
 }
 
@@ -452,6 +476,18 @@ impl Publish for FaultyPublish {
                 Err(PublishError {
                     address: to.to_string(),
                     kind: PublishErrorKind::Refused("refused by the test broker".into()),
+                    message,
+                })
+            });
+        }
+        if self.too_large.contains(&to) {
+            return Box::pin(async move {
+                Err(PublishError {
+                    address: to.to_string(),
+                    kind: PublishErrorKind::TooLarge {
+                        size: message.payload.len(),
+                        limit: 0,
+                    },
                     message,
                 })
             });
