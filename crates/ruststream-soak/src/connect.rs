@@ -17,9 +17,12 @@ async fn connect(url: &str, form: Form) -> Result<Arc<dyn Broker>, BoxError> {
     Ok(match form.server() {
         Server::Lapin => Arc::new(LapinBroker::connect(url).await?),
         Server::Nats => Arc::new(NatsBroker::connect(url).await?),
-        Server::Memory | Server::Redis | Server::Amqp | Server::Postgres => {
-            ruststream::connect(url).await?
-        }
+        Server::Memory
+        | Server::Redis
+        | Server::Amqp
+        | Server::Postgres
+        | Server::Kafka
+        | Server::Mqtt => ruststream::connect(url).await?,
     })
 }
 

@@ -139,7 +139,12 @@ pub(crate) async fn run(
     log: &Path,
 ) -> Result<(), Box<dyn std::error::Error>> {
     quiet_planned_panics();
-    let broker = connect_patiently(url, form).await?;
+    let url = match form.url_query() {
+        Some(query) if url.contains('?') => format!("{url}&{query}"),
+        Some(query) => format!("{url}?{query}"),
+        None => url.to_owned(),
+    };
+    let broker = connect_patiently(&url, form).await?;
     let soak = Soak::new(EventLog::create(log)?);
     let app = App::with_broker(broker).name(if dead { "soak-dead" } else { "soak" });
     let app = if dead {

@@ -19,6 +19,12 @@ pub(crate) enum Fault {
     NatsRestart,
     /// The harness's own PostgreSQL (every process of it) SIGKILLed and restarted.
     PostgresRestart,
+    /// The harness's own Kafka-protocol broker (nisshi on PostgreSQL storage) SIGKILLed
+    /// and restarted.
+    KafkaRestart,
+    /// The harness's own Mosquitto (persistence on, saving every second) SIGKILLed and
+    /// restarted.
+    MqttRestart,
     /// Every consumer connection reset by the proxy, every 1–3 s.
     Reset,
     /// Every consumer connection black-holed by the proxy for a while, then resumed.
@@ -26,13 +32,15 @@ pub(crate) enum Fault {
 }
 
 impl Fault {
-    pub(crate) const ALL: [Fault; 8] = [
+    pub(crate) const ALL: [Fault; 10] = [
         Fault::None,
         Fault::Kill,
         Fault::RedisKill,
         Fault::RabbitRestart,
         Fault::NatsRestart,
         Fault::PostgresRestart,
+        Fault::KafkaRestart,
+        Fault::MqttRestart,
         Fault::Reset,
         Fault::BlackHole,
     ];
@@ -45,6 +53,8 @@ impl Fault {
             Fault::RabbitRestart => "rabbit-restart",
             Fault::NatsRestart => "nats-restart",
             Fault::PostgresRestart => "postgres-restart",
+            Fault::KafkaRestart => "kafka-restart",
+            Fault::MqttRestart => "mqtt-restart",
             Fault::Reset => "reset",
             Fault::BlackHole => "black-hole",
         }
@@ -66,6 +76,12 @@ impl Fault {
             Fault::NatsRestart => {
                 "the NATS server SIGKILLed and restarted (its own nats-server, JetStream store of its own)"
             }
+            Fault::KafkaRestart => {
+                "the Kafka-protocol broker SIGKILLed and restarted (its own nisshi, PostgreSQL storage)"
+            }
+            Fault::MqttRestart => {
+                "the MQTT broker SIGKILLed and restarted (its own Mosquitto, saving every second; its unsaved losses apart)"
+            }
             Fault::Reset => "every consumer connection reset by a TCP proxy, every 1–3 s",
             Fault::BlackHole => {
                 "every consumer connection black-holed by a TCP proxy (nothing forwarded, nothing closed), then resumed"
@@ -83,7 +99,11 @@ impl Fault {
         match self {
             Fault::None => 0,
             Fault::RabbitRestart | Fault::BlackHole => 1,
-            Fault::RedisKill | Fault::NatsRestart | Fault::PostgresRestart => 2,
+            Fault::RedisKill
+            | Fault::NatsRestart
+            | Fault::PostgresRestart
+            | Fault::KafkaRestart
+            | Fault::MqttRestart => 2,
             Fault::Kill | Fault::Reset => 3,
         }
     }
@@ -91,15 +111,23 @@ impl Fault {
 
 impl Fault {
     /// Why `self` cannot be injected on `form`, if it cannot: a broker fault is of one
-    /// broker, and the memory broker has no connection to cut nor process to kill.
+    /// broker, and the memory broker has no connection to cut nor process to kill. Kafka's
+    /// connections are not cut through the proxy: a Kafka client asks its first server
+    /// for the cluster's metadata and connects to the listener the broker advertises,
+    /// past the proxy, so a reset or black hole there would touch nothing that matters.
     pub(crate) fn check(self, form: Form) -> Result<(), String> {
         let fits = match self {
             Fault::None => true,
-            Fault::Kill | Fault::Reset | Fault::BlackHole => form.server() != Server::Memory,
+            Fault::Kill => form.server() != Server::Memory,
+            Fault::Reset | Fault::BlackHole => {
+                !matches!(form.server(), Server::Memory | Server::Kafka)
+            }
             Fault::RedisKill => form.server() == Server::Redis,
             Fault::RabbitRestart => form.server().is_rabbit(),
             Fault::NatsRestart => form.server() == Server::Nats,
             Fault::PostgresRestart => form.server() == Server::Postgres,
+            Fault::KafkaRestart => form.server() == Server::Kafka,
+            Fault::MqttRestart => form.server() == Server::Mqtt,
         };
         if fits {
             Ok(())

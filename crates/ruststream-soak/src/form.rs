@@ -43,6 +43,18 @@ pub(crate) enum Form {
     Nats,
     /// A PostgreSQL queue (rows claimed under a lease), the adapter's default options.
     Postgres,
+    /// A Kafka topic of three partitions made by the operator, read by the adapter's
+    /// default mount: one delivery at a time, the group the adapter chooses.
+    Kafka,
+    /// The same with `workers(8)`: deliveries of one partition settled out of order, the
+    /// group committing only below the lowest one unfinished.
+    KafkaWorkers,
+    /// The default mount with the URL's `session_timeout=6s`: a killed consumer's
+    /// partitions go to the others after 6 s instead of librdkafka's 45.
+    KafkaSession6s,
+    /// MQTT 5 on Mosquitto, the adapter's default mount: a QoS 1 subscription shared in
+    /// the group `ruststream`, on a persistent session of each consumer's own.
+    Mqtt,
 }
 
 /// The broker a form runs on: where its URL comes from, and how what is left on it is
@@ -61,6 +73,10 @@ pub(crate) enum Server {
     Nats,
     /// PostgreSQL (`RUSTSTREAM_POSTGRES_URL`).
     Postgres,
+    /// A Kafka-protocol broker (`RUSTSTREAM_KAFKA_URL`).
+    Kafka,
+    /// An MQTT 5 broker, Mosquitto 2 (`RUSTSTREAM_MQTT_URL`).
+    Mqtt,
 }
 
 impl Server {
@@ -79,6 +95,8 @@ impl Server {
                 "RUSTSTREAM_POSTGRES_URL",
                 "postgres://postgres@127.0.0.1:5432/test",
             ),
+            Server::Kafka => ("RUSTSTREAM_KAFKA_URL", "kafka://127.0.0.1:9092"),
+            Server::Mqtt => ("RUSTSTREAM_MQTT_URL", "mqtt://127.0.0.1:1883"),
         };
         std::env::var(var).unwrap_or_else(|_| default.to_owned())
     }
@@ -96,7 +114,7 @@ impl Server {
 pub(crate) const CLAIMING_MIN_IDLE: Duration = Duration::from_secs(2);
 
 impl Form {
-    pub(crate) const ALL: [Form; 13] = [
+    pub(crate) const ALL: [Form; 17] = [
         Form::Memory,
         Form::RedisStream,
         Form::RedisZset,
@@ -110,6 +128,10 @@ impl Form {
         Form::LapinClassic,
         Form::Nats,
         Form::Postgres,
+        Form::Kafka,
+        Form::KafkaWorkers,
+        Form::KafkaSession6s,
+        Form::Mqtt,
     ];
 
     pub(crate) fn name(self) -> &'static str {
@@ -127,6 +149,10 @@ impl Form {
             Form::LapinClassic => "lapin-classic",
             Form::Nats => "nats",
             Form::Postgres => "postgres",
+            Form::Kafka => "kafka",
+            Form::KafkaWorkers => "kafka-workers",
+            Form::KafkaSession6s => "kafka-session-6s",
+            Form::Mqtt => "mqtt",
         }
     }
 
@@ -160,6 +186,18 @@ impl Form {
             Form::Postgres => {
                 "PostgreSQL queue (rows claimed with SKIP LOCKED under a 30 s lease, durable delays)"
             }
+            Form::Kafka => {
+                "Kafka topic of 3 partitions made by the operator (default mount and group, delay topics)"
+            }
+            Form::KafkaWorkers => {
+                "Kafka topic of 3 partitions made by the operator, `workers(8)` (out-of-order settlements)"
+            }
+            Form::KafkaSession6s => {
+                "Kafka topic of 3 partitions made by the operator, `?session_timeout=6s` (default mount otherwise)"
+            }
+            Form::Mqtt => {
+                "MQTT 5 on Mosquitto (default mount: shared subscription, a persistent session per consumer)"
+            }
         }
     }
 
@@ -174,6 +212,8 @@ impl Form {
             Form::LapinQuorum | Form::LapinDeclared | Form::LapinClassic => Server::Lapin,
             Form::Nats => Server::Nats,
             Form::Postgres => Server::Postgres,
+            Form::Kafka | Form::KafkaWorkers | Form::KafkaSession6s => Server::Kafka,
+            Form::Mqtt => Server::Mqtt,
         }
     }
 
@@ -193,11 +233,13 @@ impl Form {
     /// naks with the delay, a quorum queue that dead-letters itself (AMQP 1.0 or lapin)
     /// holds the delivery unsettled through the delay, then requeues it, and lapin's
     /// classic and operator-made quorum queues send a confirmed copy to a delay queue
-    /// (`QUEUE.delay.MS.quorum`) that dead-letters it back at least once.
+    /// (`QUEUE.delay.MS.quorum`) that dead-letters it back at least once; Kafka parks a
+    /// copy in a delay topic before the original is done. MQTT has no delay of its own:
+    /// the original's PUBACK goes first and the copy waits in the process.
     pub(crate) fn delays_in_process(self) -> bool {
         matches!(
             self,
-            Form::RedisStream | Form::RedisList | Form::AmqpQuorum | Form::AmqpClassic
+            Form::RedisStream | Form::RedisList | Form::AmqpQuorum | Form::AmqpClassic | Form::Mqtt
         )
     }
 
@@ -218,18 +260,42 @@ impl Form {
                 mount.option(LapinOptions::new().declare(LapinQueueType::Quorum))
             }
             Form::LapinClassic => mount,
-            Form::Nats | Form::Postgres => mount,
+            Form::Nats | Form::Postgres | Form::Kafka | Form::KafkaSession6s | Form::Mqtt => mount,
+            Form::KafkaWorkers => mount.workers(8),
+        }
+    }
+
+    /// The query the form adds to its consumers' URL: the setting a form is named after
+    /// where it is a URL setting.
+    pub(crate) fn url_query(self) -> Option<&'static str> {
+        match self {
+            Form::KafkaSession6s => Some("session_timeout=6s"),
+            _ => None,
+        }
+    }
+
+    /// How long the group waits for a killed consumer of a Kafka form (its session
+    /// timeout: librdkafka's default, 45 s, which the adapter keeps, or the form's own).
+    pub(crate) fn kafka_session(self) -> Duration {
+        match self {
+            Form::KafkaSession6s => Duration::from_secs(6),
+            _ => Duration::from_secs(45),
         }
     }
 
     /// The dead-letter consumer's mount options: a plain stream on Redis, a classic
     /// queue on RabbitMQ, the default JetStream consumer (its stream made from the
-    /// mount) on NATS.
+    /// mount) on NATS, the default mount elsewhere.
     pub(crate) fn configure_dead(self, mount: Mount) -> Mount {
         match self.server() {
             Server::Amqp => mount.option(SubscribeOptions::new().declare(QueueType::Classic)),
             Server::Lapin => mount.option(LapinOptions::new().declare(LapinQueueType::Classic)),
-            Server::Memory | Server::Redis | Server::Nats | Server::Postgres => mount,
+            Server::Memory
+            | Server::Redis
+            | Server::Nats
+            | Server::Postgres
+            | Server::Kafka
+            | Server::Mqtt => mount,
         }
     }
 }
@@ -246,7 +312,8 @@ impl FromStr for Form {
 }
 
 /// Whether the operator makes the form's queue before the consumers start (the harness
-/// does, with `x-queue-type` alone).
+/// does, with `x-queue-type` alone). The Kafka forms' topic is made too (`kafka::declare`):
+/// the adapter reads only a topic that exists.
 pub(crate) fn operator_made(form: Form) -> Option<&'static str> {
     match form {
         Form::LapinQuorum | Form::AmqpQuorum => Some("quorum"),

@@ -12,8 +12,9 @@
 //!
 //! Forms: memory, redis-stream, redis-zset, redis-claiming, redis-list, amqp-quorum,
 //! amqp-classic, lapin-quorum, lapin-classic (operator-made queues, default options),
-//! amqp-declared, lapin-declared (the mount's declare(Quorum)), nats. Faults: none, kill, redis-kill,
-//! rabbit-restart, nats-restart, reset, black-hole.
+//! amqp-declared, lapin-declared (the mount's declare(Quorum)), nats, postgres, kafka,
+//! kafka-workers, mqtt. Faults: none, kill, redis-kill, rabbit-restart, nats-restart,
+//! postgres-restart, kafka-restart, mqtt-restart, reset, black-hole.
 
 mod args;
 mod connect;
@@ -21,7 +22,12 @@ mod consume;
 mod fault;
 mod form;
 mod jetstream;
+mod kafka;
+mod lock;
+mod mosquitto;
+mod mqtt;
 mod net;
+mod notes;
 mod operator;
 mod pending;
 mod phase;
@@ -34,6 +40,7 @@ mod run;
 mod scenario;
 mod server;
 mod summary;
+mod sys;
 mod tally;
 
 use std::path::PathBuf;
@@ -97,12 +104,14 @@ async fn dispatch(command: &str, args: &Args) -> Result<ExitCode, BoxError> {
         }
         "produce" => {
             let form: Form = args.get("form")?;
+            let log = PathBuf::from(args.string("dir")?).join("produce.log");
             produce::run(
                 &args.string("url")?,
                 form,
                 &args.string("address")?,
                 args.get("n")?,
                 args.get("rate")?,
+                &log,
             )
             .await?;
         }
@@ -126,9 +135,10 @@ async fn dispatch(command: &str, args: &Args) -> Result<ExitCode, BoxError> {
             let t = &report.tally;
             println!(
                 "soak {} / {}: published {}, handled {}, dead-lettered {} (+{} rejected originals \
-                 dead-lettered by the broker), lost {}, \
+                 dead-lettered by the broker), lost {}, lost with the broker's unsaved state {}, \
                  in-process delayed copies lost on crash {}, duplicates {}, still pending {}, \
-                 faults {}, recovery median {:?} ms max {:?} ms, {} s: {}",
+                 faults {}, recovery median {:?} ms max {:?} ms, longest without a handled message \
+                 {:?} ms, {} s: {}",
                 report.form,
                 report.fault,
                 t.published,
@@ -136,17 +146,25 @@ async fn dispatch(command: &str, args: &Args) -> Result<ExitCode, BoxError> {
                 t.dead,
                 t.rejected_dead,
                 t.lost_other,
+                t.lost_broker,
                 t.lost_delayed,
                 t.duplicates,
                 report.pending,
                 report.faults,
                 t.recovery_median_ms,
                 t.recovery_max_ms,
+                t.longest_gap_ms,
                 report.seconds,
                 if report.passed() { "ok" } else { "FAILED" },
             );
             if !t.lost_other_ids.is_empty() {
                 println!("  lost ids (first 20): {:?}", t.lost_other_ids);
+            }
+            if !t.lost_broker_ids.is_empty() {
+                println!(
+                    "  lost with the broker's unsaved state, ids (first 20): {:?}",
+                    t.lost_broker_ids
+                );
             }
             if !report.passed() {
                 return Ok(ExitCode::FAILURE);

@@ -80,7 +80,7 @@ pub(crate) fn redis(url: &str, form: Form, address: &str) -> io::Result<u64> {
 
 /// Runs one SQL statement with `psql` on the database of `url` (its query, the adapter's
 /// settings, left out) and returns its one value.
-fn psql(url: &str, sql: &str) -> io::Result<String> {
+pub(crate) fn psql(url: &str, sql: &str) -> io::Result<String> {
     let database = url.split('?').next().unwrap_or(url);
     let out = bounded("psql")
         .args([database, "-Atq", "-v", "ON_ERROR_STOP=1", "-c", sql])

@@ -42,6 +42,10 @@ pub(crate) struct Report {
     pub(crate) seconds: u64,
     pub(crate) date: String,
     pub(crate) tally: Tally,
+    /// What the harness found out about a run that did not settle (a consumer group's
+    /// state, the consumers' last errors), printed after the tables.
+    #[serde(default)]
+    pub(crate) notes: Vec<String>,
 }
 
 impl Report {
@@ -66,5 +70,6 @@ pub(crate) fn report(plan: &Plan) -> Report {
         seconds: 0,
         date: crate::record::today(),
         tally: Tally::default(),
+        notes: Vec::new(),
     }
 }

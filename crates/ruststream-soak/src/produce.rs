@@ -14,6 +14,7 @@ use tokio::time::Instant;
 use crate::connect::connect_patiently;
 use crate::consume::Numbered;
 use crate::form::Form;
+use crate::record::{EventLog, Kind};
 
 /// What a producer did.
 #[derive(Debug, Default)]
@@ -55,12 +56,14 @@ pub(crate) async fn publisher(
 const WINDOW: usize = 64;
 
 /// Publishes `n` numbered messages at `rate` per second, up to [`WINDOW`] at a time (a
-/// broker that confirms each publish, as AMQP does, would otherwise set the pace).
+/// broker that confirms each publish, as AMQP does, would otherwise set the pace); notes
+/// each one the broker took in `log`, if there is one.
 pub(crate) async fn produce(
     publish: Arc<dyn Publish>,
     address: &str,
     n: u64,
     rate: u64,
+    log: Option<Arc<EventLog>>,
 ) -> Produced {
     let window = Arc::new(Semaphore::new(WINDOW));
     let mut tasks = JoinSet::new();
@@ -74,8 +77,13 @@ pub(crate) async fn produce(
             break;
         };
         let (publish, address) = (publish.clone(), Address::from(address.to_owned()));
+        let log = log.clone();
         tasks.spawn(async move {
             let failures = publish_one(publish.as_ref(), address, id).await;
+            if let Some(log) = log {
+                // Without it the run is counted all the same, less the broker's losses.
+                let _ = log.note(Kind::Accepted, id, 1);
+            }
             drop(permit);
             failures
         });
@@ -106,16 +114,19 @@ async fn publish_one(publish: &dyn Publish, address: Address, id: u64) -> u64 {
     failures
 }
 
-/// Runs the producer process: prints `published N failures F` at the end.
+/// Runs the producer process: prints `published N failures F` at the end, and notes each
+/// publish the broker took in `log`.
 pub(crate) async fn run(
     url: &str,
     form: Form,
     address: &str,
     n: u64,
     rate: u64,
+    log: &std::path::Path,
 ) -> Result<(), Box<dyn std::error::Error>> {
+    let log = Arc::new(EventLog::create(log)?);
     let (broker, publish) = publisher(url, form, address).await?;
-    let produced = produce(publish, address, n, rate).await;
+    let produced = produce(publish, address, n, rate, Some(log)).await;
     broker.close().await;
     println!(
         "published {} failures {}",

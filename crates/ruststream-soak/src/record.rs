@@ -5,7 +5,8 @@
 //! there by the broker: no `x-ruststream-dead-letter-*` headers) are written and `fsync`ed before the handler acks, so a
 //! recorded id was really handled; `R` (retry), `D` (retry_after, a delayed copy) and `P`
 //! (panic) are written with one `write` each, which a SIGKILL of the process does not
-//! undo (the kernel has the bytes), without `fsync`.
+//! undo (the kernel has the bytes), without `fsync`. The producer writes `A` (the broker
+//! acknowledged the publish) the same way, to `produce.log`.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -22,6 +23,7 @@ pub(crate) enum Kind {
     Panic,
     Dead,
     BrokerDead,
+    Accepted,
 }
 
 impl Kind {
@@ -33,6 +35,7 @@ impl Kind {
             Kind::Panic => 'P',
             Kind::Dead => 'X',
             Kind::BrokerDead => 'Y',
+            Kind::Accepted => 'A',
         }
     }
 
@@ -44,6 +47,7 @@ impl Kind {
             'P' => Kind::Panic,
             'X' => Kind::Dead,
             'Y' => Kind::BrokerDead,
+            'A' => Kind::Accepted,
             _ => return None,
         })
     }

@@ -2,7 +2,6 @@
 //! that want a restart while one is under way join it instead of starting another, so
 //! restart scenarios of several forms can run side by side and share each restart.
 
-use std::io::ErrorKind;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
@@ -11,6 +10,7 @@ use tokio::process::Command;
 use tokio::time::Instant;
 
 use crate::BoxError;
+use crate::lock::take;
 use crate::net::{back_up, host_port};
 use crate::record::now_ms;
 
@@ -18,58 +18,6 @@ use crate::record::now_ms;
 /// start until the AMQP port answers again.
 fn lock_path() -> PathBuf {
     std::env::temp_dir().join("ruststream-soak-rabbit-restart.lock")
-}
-
-/// The lock, removed when dropped.
-struct Held(PathBuf);
-
-impl Drop for Held {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-/// Takes the lock at `path`, or says which live process holds it (a stale one, of a
-/// process gone, is taken over).
-fn take(path: &std::path::Path) -> std::io::Result<Result<Held, u32>> {
-    let path = path.to_owned();
-    loop {
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-        {
-            Ok(_) => {
-                std::fs::write(&path, std::process::id().to_string())?;
-                return Ok(Ok(Held(path)));
-            }
-            Err(error) if error.kind() == ErrorKind::AlreadyExists => {
-                let holder: Option<u32> = std::fs::read_to_string(&path)
-                    .ok()
-                    .and_then(|pid| pid.trim().parse().ok());
-                match holder {
-                    Some(pid) if std::path::Path::new(&format!("/proc/{pid}")).exists() => {
-                        return Ok(Err(pid));
-                    }
-                    // Written just now (no pid yet): the holder is alive.
-                    None if fresh(&path) => return Ok(Err(0)),
-                    _ => {
-                        let _ = std::fs::remove_file(&path);
-                    }
-                }
-            }
-            Err(error) => return Err(error),
-        }
-    }
-}
-
-/// Whether the file was made in the last second.
-fn fresh(path: &std::path::Path) -> bool {
-    std::fs::metadata(path)
-        .and_then(|m| m.modified())
-        .ok()
-        .and_then(|at| at.elapsed().ok())
-        .is_some_and(|age| age < Duration::from_secs(1))
 }
 
 /// Restarts RabbitMQ 4 (`scripts/rabbitmq4.sh restart`), or joins the restart another
@@ -114,23 +62,4 @@ pub(crate) async fn rabbit(direct: &str) -> Result<u64, BoxError> {
         return Err("scripts/rabbitmq4.sh restart failed or took over 300 s".into());
     }
     Ok(back.unwrap_or_else(now_ms))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn one_holder_at_a_time_and_stale_locks_taken_over() {
-        let path = std::env::temp_dir().join(format!("soak-lock-test-{}", std::process::id()));
-        let held = take(&path).expect("io").expect("free");
-        assert_eq!(take(&path).expect("io").err(), Some(std::process::id()));
-        drop(held);
-        assert!(!path.exists());
-        // A lock left by a process that is gone (no such pid) is taken over.
-        std::fs::write(&path, "4294967295").expect("write");
-        let held = take(&path).expect("io").expect("stale lock taken over");
-        drop(held);
-        assert!(!path.exists());
-    }
 }

@@ -11,13 +11,17 @@ use tokio::time::Instant;
 use crate::BoxError;
 use crate::fault::Fault;
 use crate::form::Server;
+use crate::lock::Held;
 use crate::net::{host_port, via};
 use crate::plan::{Plan, Report, report};
 use crate::proxy::Proxy;
 use crate::record::now_ms;
 use crate::server::{Kind, OwnServer};
-use crate::tally::Logs;
-use crate::{jetstream, pending, phase, restart};
+use crate::sys::Left;
+use crate::tally::{Crash, Logs};
+use crate::{jetstream, kafka, mqtt, pending, phase};
+
+mod faults;
 
 /// A run on a real broker: processes, the fault's machinery, and what happened.
 pub(crate) struct Run<'a> {
@@ -31,9 +35,13 @@ pub(crate) struct Run<'a> {
     proxy: Option<Proxy>,
     server: Option<OwnServer>,
     nats: Option<OwnServer>,
+    /// What the run leaves on an MQTT broker (`sys.rs`), and the lock of a shared one.
+    mqtt: Option<(Left, Option<Held>)>,
     consumers: Vec<Child>,
     dead: Option<Child>,
     kills: Vec<(u32, u64)>,
+    /// The SIGKILLs of a server of the run's own that saves its state from time to time.
+    crashes: Vec<Crash>,
     fault_ends: Vec<u64>,
     dice: u64,
     /// This binary, found once at the start: a rebuild during the run replaces the file,
@@ -61,13 +69,38 @@ impl<'a> Run<'a> {
                 nats = Some(own);
                 url
             }
-            Fault::PostgresRestart => {
-                let own = OwnServer::start(Kind::Postgres, dir.join("postgres-data"))?;
+            Fault::PostgresRestart | Fault::KafkaRestart | Fault::MqttRestart => {
+                let (kind, data) = match plan.fault {
+                    Fault::KafkaRestart => (Kind::Kafka, "kafka-data"),
+                    Fault::MqttRestart => (Kind::Mosquitto, "mosquitto-data"),
+                    _ => (Kind::Postgres, "postgres-data"),
+                };
+                let own = OwnServer::start(kind, dir.join(data))?;
+                let url = own.url();
+                server = Some(own);
+                url
+            }
+            // The machine's Mosquitto drops what a session's queue holds beyond 1,000
+            // messages: a black hole would measure that (`mosquitto.rs`).
+            Fault::BlackHole if plan.form.server() == Server::Mqtt => {
+                let own = OwnServer::start(Kind::Mosquitto, dir.join("mosquitto-data"))?;
                 let url = own.url();
                 server = Some(own);
                 url
             }
             _ => plan.form.server().url(),
+        };
+        let mqtt = if plan.form.server() == Server::Mqtt {
+            // A broker of the run's own is the run's alone; a shared one, one run's at a time.
+            let held = match server {
+                Some(_) => None,
+                None => Some(mqtt::hold(&base).await?),
+            };
+            let probe = format!("{address}-probe");
+            let left = Left::before(&base, &probe, &dir.join("sys.out")).await?;
+            Some((left, held))
+        } else {
+            None
         };
         let mut proxy = None;
         let mut consumer_url = base.clone();
@@ -85,9 +118,11 @@ impl<'a> Run<'a> {
             proxy,
             server,
             nats,
+            mqtt,
             consumers: Vec::new(),
             dead: None,
             kills: Vec::new(),
+            crashes: Vec::new(),
             fault_ends: Vec::new(),
             dice: now_ms() | 1,
             exe: std::env::current_exe()?,
@@ -120,11 +155,19 @@ impl<'a> Run<'a> {
         Ok(child)
     }
 
-    fn spawn_consumer(&self, dead: bool) -> Result<Child, BoxError> {
-        if dead {
-            self.spawn("consume", &self.direct, &["--dead"])
-        } else {
-            self.spawn("consume", &self.consumer_url, &[])
+    /// The dead-letter consumer (`None`), or the service's consumer in `slot`.
+    fn spawn_consumer(&self, slot: Option<usize>) -> Result<Child, BoxError> {
+        // Each MQTT consumer names itself, and a slot's replacement takes its session.
+        let own = |url: &str, role: &str| match self.plan.form.server() {
+            Server::Mqtt => mqtt::consumer_url(url, role),
+            _ => url.to_owned(),
+        };
+        match slot {
+            None => self.spawn("consume", &own(&self.direct, "dead"), &["--dead"]),
+            Some(slot) => {
+                let url = own(&self.consumer_url, &format!("main-{slot}"));
+                self.spawn("consume", &url, &[])
+            }
         }
     }
 
@@ -162,12 +205,15 @@ impl<'a> Run<'a> {
         if let Some(kind) = crate::form::operator_made(self.plan.form) {
             crate::operator::declare(&self.direct, self.address, kind).await?;
         }
+        if self.plan.form.server() == Server::Kafka {
+            kafka::declare(&self.direct, self.address).await?;
+        }
         phase::set("starting the consumers");
-        let mut dead = self.spawn_consumer(true)?;
+        let mut dead = self.spawn_consumer(None)?;
         self.ready(&mut dead, "dead").await?;
         self.dead = Some(dead);
-        for _ in 0..self.plan.consumers {
-            let mut consumer = self.spawn_consumer(false)?;
+        for slot in 0..self.plan.consumers {
+            let mut consumer = self.spawn_consumer(Some(slot))?;
             self.ready(&mut consumer, "main").await?;
             self.consumers.push(consumer);
         }
@@ -185,11 +231,13 @@ impl<'a> Run<'a> {
         let drained = self.drain(published).await?;
         phase::set("counting what is left on the server");
         let pending = self.pending().await?;
+        let mut notes = Vec::new();
         if !drained {
             eprintln!(
                 "soak: {}: not everything settled within {:?}",
                 self.address, self.plan.drain
             );
+            notes = self.notes().await;
         }
         let settled = t0.elapsed();
         phase::set("stopping the consumers");
@@ -206,11 +254,13 @@ impl<'a> Run<'a> {
         out.kills = self.kills.len() as u64;
         out.publish_failures = failures;
         out.pending = pending;
+        out.notes = notes;
         out.tally = self.logs()?.tally(
             published,
             &self.kills,
             &self.fault_ends,
             self.plan.form.delays_in_process(),
+            &self.crashes,
         );
         if out.tally.lost_other == 0 && pending == 0 {
             phase::set("cleaning up");
@@ -222,113 +272,6 @@ impl<'a> Run<'a> {
             );
         }
         Ok(out)
-    }
-
-    /// Injects the fault until the producer is done and at least the fault's minimum
-    /// count was injected. Returns what the producer published.
-    async fn faults(&mut self, producer: &mut Child) -> Result<(u64, u64), BoxError> {
-        let mut stdout = producer.stdout.take().ok_or("producer stdout")?;
-        let collect = tokio::spawn(async move {
-            let mut text = String::new();
-            let _ = tokio::io::AsyncReadExt::read_to_string(&mut stdout, &mut text).await;
-            text
-        });
-        let mut done = None;
-        let rare = self.plan.rare_faults.max(self.plan.fault.at_least());
-        loop {
-            let wait = match self.plan.fault {
-                Fault::None => Duration::from_secs(3600),
-                Fault::Kill | Fault::Reset => Duration::from_millis(1_000 + self.roll(2_000)),
-                Fault::RedisKill | Fault::NatsRestart | Fault::PostgresRestart => {
-                    Duration::from_millis(3_000 + self.roll(2_000))
-                }
-                Fault::RabbitRestart => {
-                    Duration::from_secs(if self.fault_ends.is_empty() { 2 } else { 20 })
-                }
-                Fault::BlackHole => {
-                    Duration::from_secs(if self.fault_ends.is_empty() { 1 } else { 10 })
-                }
-            };
-            let enough = self.fault_ends.len() >= self.plan.fault.at_least();
-            let rare_spent = matches!(self.plan.fault, Fault::RabbitRestart | Fault::BlackHole)
-                && self.fault_ends.len() >= rare;
-            if done.is_some() && (enough || self.plan.fault == Fault::None) {
-                break;
-            }
-            tokio::select! {
-                status = producer.wait(), if done.is_none() => {
-                    let status = status?;
-                    if !status.success() {
-                        return Err(format!("producer failed ({status}); see {}", self.dir.display()).into());
-                    }
-                    done = Some(());
-                }
-                () = tokio::time::sleep(wait), if !rare_spent => self.inject().await?,
-            }
-            if done.is_some() && rare_spent {
-                break;
-            }
-        }
-        let text = collect.await?;
-        let mut words = text.split_whitespace();
-        let published = words
-            .nth(1)
-            .and_then(|n| n.parse().ok())
-            .ok_or("producer said nothing")?;
-        let failures = words.nth(1).and_then(|n| n.parse().ok()).unwrap_or(0);
-        Ok((published, failures))
-    }
-
-    async fn inject(&mut self) -> Result<(), BoxError> {
-        match self.plan.fault {
-            Fault::None => {}
-            Fault::Kill => {
-                let i = self.roll(self.consumers.len() as u64) as usize;
-                let mut victim = self.consumers.swap_remove(i);
-                let pid = victim.id().ok_or("consumer gone")?;
-                victim.start_kill()?;
-                let at = now_ms();
-                let _ = victim.wait().await;
-                self.kills.push((pid, at));
-                self.consumers.push(self.spawn_consumer(false)?);
-                self.fault_ends.push(now_ms());
-            }
-            Fault::RedisKill | Fault::PostgresRestart => {
-                let server = self.server.as_mut().ok_or("no server")?;
-                server.kill();
-                tokio::time::sleep(Duration::from_millis(1_000)).await;
-                server.restart()?;
-                self.fault_ends.push(now_ms());
-            }
-            Fault::NatsRestart => {
-                let server = self.nats.as_mut().ok_or("no server")?;
-                server.kill();
-                tokio::time::sleep(Duration::from_millis(1_000)).await;
-                server.restart()?;
-                self.fault_ends.push(now_ms());
-            }
-            Fault::RabbitRestart => {
-                phase::set("restarting RabbitMQ");
-                let back = restart::rabbit(&self.direct).await?;
-                phase::set("publishing and injecting the fault");
-                self.fault_ends.push(back);
-            }
-            Fault::Reset => {
-                if let Some(proxy) = &self.proxy {
-                    proxy.reset();
-                }
-                self.fault_ends.push(now_ms());
-            }
-            Fault::BlackHole => {
-                if let Some(proxy) = &self.proxy {
-                    proxy.black_hole(true);
-                    tokio::time::sleep(self.plan.hole).await;
-                    proxy.black_hole(false);
-                }
-                self.fault_ends.push(now_ms());
-            }
-        }
-        Ok(())
     }
 
     /// Waits until every published id is handled or dead-lettered (but the delayed
@@ -350,6 +293,7 @@ impl<'a> Run<'a> {
                 &self.kills,
                 &[],
                 self.plan.form.delays_in_process(),
+                &self.crashes,
             );
             let settled = tally.lost_other == 0 && self.pending().await.unwrap_or(1) == 0;
             match (settled, quiet_since) {
@@ -365,6 +309,16 @@ impl<'a> Run<'a> {
         Ok(false)
     }
 
+    /// What may explain a run that did not settle: the consumers' last errors and, on
+    /// Kafka, the state of the run's consumer groups.
+    async fn notes(&self) -> Vec<String> {
+        let mut notes = crate::notes::last_errors(self.dir, 5);
+        if self.plan.form.server() == Server::Kafka {
+            notes.extend(kafka::groups(&self.direct, self.address).await);
+        }
+        notes
+    }
+
     fn logs(&self) -> std::io::Result<Logs> {
         let logs = Logs::read(self.dir)?;
         Ok(if self.plan.form.broker_dead_letters() {
@@ -378,7 +332,12 @@ impl<'a> Run<'a> {
         Ok(match self.plan.form.server() {
             Server::Amqp | Server::Lapin => pending::amqp(self.address)?,
             Server::Nats => jetstream::pending(&self.direct, self.address).await?,
+            Server::Kafka => kafka::pending(&self.direct, self.address).await?,
             Server::Postgres => pending::postgres(&self.direct, self.address)?,
+            Server::Mqtt => {
+                let (left, _) = self.mqtt.as_ref().ok_or("no $SYS reader")?;
+                left.pending().await?
+            }
             Server::Memory | Server::Redis => {
                 pending::redis(&self.direct, self.plan.form, self.address)?
             }
@@ -411,9 +370,11 @@ impl<'a> Run<'a> {
         let result = match self.plan.form.server() {
             Server::Amqp | Server::Lapin => pending::amqp_clean(self.address).map_err(Into::into),
             Server::Nats => jetstream::clean(&self.direct, self.address).await,
+            Server::Kafka => kafka::clean(&self.direct, self.address).await,
             Server::Postgres => {
                 pending::postgres_clean(&self.direct, self.address).map_err(Into::into)
             }
+            Server::Mqtt => mqtt::clean(&self.direct, self.address, self.plan.consumers).await,
             Server::Memory | Server::Redis => {
                 pending::redis_clean(&self.direct, self.address).map_err(Into::into)
             }

@@ -12,12 +12,16 @@ use tokio::time::Instant;
 use crate::BoxError;
 use crate::consume::{Soak, dead_service, quiet_planned_panics, service};
 use crate::fault::Fault;
-use crate::form::Form;
+use crate::form::{Form, Server};
 use crate::phase;
 use crate::plan::{Plan, Report, report};
 use crate::record::{EventLog, now_ms};
 use crate::run::Run;
 use crate::tally::Logs;
+
+/// librdkafka's default `max.poll.interval.ms`, the rebalance timeout a consumer gives
+/// its group (the Kafka adapter keeps it).
+const KAFKA_REBALANCE: Duration = Duration::from_secs(300);
 
 /// Runs a scenario and writes `report.json` into its directory.
 pub(crate) async fn run(mut plan: Plan) -> Result<Report, BoxError> {
@@ -32,6 +36,26 @@ pub(crate) async fn run(mut plan: Plan) -> Result<Report, BoxError> {
         // minute more before counting it lost.
         let timeout = crate::pending::dead_letter_confirm_timeout()?;
         plan.drain = plan.drain.max(timeout + Duration::from_secs(60));
+    }
+    if plan.form.server() == Server::Kafka && plan.fault == Fault::Kill {
+        // A SIGKILLed consumer keeps its place in its group until its session expires
+        // (librdkafka's `session.timeout.ms`, 45 s: the adapter keeps the default; 6 s
+        // on the form named after it), and
+        // in the classic protocol's rebalance the other consumers hold no partition
+        // meanwhile. One killed while its join was pending is even given partitions in
+        // the generation that follows, and holds them for a session more: the drain
+        // waits out two sessions after the last kill before it counts anything lost.
+        plan.drain += plan.form.kafka_session() * 2;
+    }
+    if plan.fault == Fault::KafkaRestart {
+        // nisshi stores its groups, members included, and a restart can leave one a member
+        // no client speaks for any more (a join whose answer the kill took: the client
+        // joins again as another member). In a rebalance the group waits for such a member
+        // until the rebalance timeout (librdkafka's `max.poll.interval.ms`, 5 minutes: the
+        // adapter keeps it), and partitions assigned to it wait for its session to expire
+        // (`nisshi-broker`'s `coordinator/group/administrator.rs`). The drain waits that
+        // out before it counts anything lost; a run without it ends as soon as it settles.
+        plan.drain += KAFKA_REBALANCE + plan.form.kafka_session();
     }
     // Short enough for every broker's messages about it: RabbitMQ's refusal of a
     // declaration names the queue and its dead letter in at most 255 bytes, and lapin's
@@ -127,7 +151,7 @@ async fn memory(plan: &Plan, address: &str, dir: &Path) -> Result<Report, BoxErr
     );
     let running = app.start().await?;
     let publisher = ruststream::core::Broker::publisher(&broker);
-    let produced = crate::produce::produce(publisher, address, plan.n, plan.rate).await;
+    let produced = crate::produce::produce(publisher, address, plan.n, plan.rate, None).await;
     let deadline = Instant::now() + plan.drain;
     while Instant::now() < deadline {
         let logs = Logs::read(dir)?;
@@ -145,6 +169,6 @@ async fn memory(plan: &Plan, address: &str, dir: &Path) -> Result<Report, BoxErr
     let mut out = report(plan);
     out.pending = pending as u64;
     out.publish_failures = produced.failures;
-    out.tally = Logs::read(dir)?.tally(produced.published, &[], &[], false);
+    out.tally = Logs::read(dir)?.tally(produced.published, &[], &[], false, &[]);
     Ok(out)
 }

@@ -4,7 +4,10 @@
 //! Redis-kill scenario; a nats-server with JetStream for the NATS restart scenario; a
 //! PostgreSQL cluster (`initdb` in the run's folder, run as the `postgres` user, fsync
 //! on) for the PostgreSQL restart scenario, killed as a machine crash would: every
-//! process of it at once.
+//! process of it at once; a nisshi (Kafka protocol) storing in a database of its own on
+//! the machine's PostgreSQL for the Kafka restart scenario; a Mosquitto saving its state
+//! every second, without a queue limit, for the MQTT restart and black hole scenarios
+//! (`mosquitto.rs`).
 
 use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
@@ -18,6 +21,8 @@ pub(crate) enum Kind {
     Redis,
     Nats,
     Postgres,
+    Kafka,
+    Mosquitto,
 }
 
 /// A server the harness runs; killed on drop, its data removed.
@@ -33,8 +38,15 @@ impl OwnServer {
     pub(crate) fn start(kind: Kind, dir: PathBuf) -> std::io::Result<Self> {
         let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
         std::fs::create_dir_all(&dir)?;
-        if kind == Kind::Postgres {
-            initdb(&dir)?;
+        match kind {
+            Kind::Postgres => initdb(&dir)?,
+            Kind::Kafka => crate::pending::psql(
+                &storage("postgres"),
+                &format!("CREATE DATABASE {}", database(port)),
+            )
+            .map(drop)?,
+            Kind::Mosquitto => crate::mosquitto::configure(&dir, port)?,
+            Kind::Redis | Kind::Nats => {}
         }
         let mut server = Self {
             kind,
@@ -51,7 +63,17 @@ impl OwnServer {
         let (variable, default) = match self.kind {
             Kind::Redis => ("RUSTSTREAM_REDIS_SERVER", "redis-server"),
             Kind::Nats => ("RUSTSTREAM_NATS_SERVER", "nats-server"),
+            Kind::Mosquitto => ("RUSTSTREAM_MOSQUITTO", "mosquitto"),
             Kind::Postgres => return ("RUSTSTREAM_POSTGRES_BIN", postgres_bin("postgres")),
+            Kind::Kafka => {
+                let cache = std::env::var("RUSTSTREAM_CACHE")
+                    .unwrap_or_else(|_| "/var/cache/ruststream".to_owned());
+                let built = format!("{cache}/nisshi-0.8.1/bin/nisshi");
+                return (
+                    "RUSTSTREAM_NISSHI",
+                    std::env::var("RUSTSTREAM_NISSHI").unwrap_or(built),
+                );
+            }
         };
         let binary = std::env::var(variable).unwrap_or_else(|_| default.to_owned());
         (variable, binary)
@@ -67,6 +89,21 @@ impl OwnServer {
                 .args(["--appendonly", "yes", "--appendfsync", "always"])
                 .arg("--dir"),
             Kind::Nats => command.args(["-js", "-a", "127.0.0.1", "-p", &port, "-sd"]),
+            Kind::Mosquitto => {
+                command
+                    .arg("-c")
+                    .arg(crate::mosquitto::config_path(&self.dir));
+                return command;
+            }
+            Kind::Kafka => {
+                let listener = format!("tcp://127.0.0.1:{port}");
+                command
+                    .args(["broker", "--listener-url", &listener])
+                    .args(["--advertised-listener-url", &listener])
+                    .args(["--storage-engine", &storage(&database(self.port))])
+                    .args(["--group-initial-rebalance-delay", "0s"]);
+                return command;
+            }
             Kind::Postgres => {
                 let mut as_postgres = as_postgres();
                 as_postgres
@@ -90,7 +127,9 @@ impl OwnServer {
             Kind::Redis => {
                 crate::pending::redis_cli(&self.url(), &["PING"]).is_ok_and(|r| r.trim() == "PONG")
             }
-            Kind::Nats => std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok(),
+            Kind::Nats | Kind::Kafka | Kind::Mosquitto => {
+                std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok()
+            }
             Kind::Postgres => Command::new(postgres_bin("pg_isready"))
                 .args(["-q", "-h", "127.0.0.1", "-p", &self.port.to_string()])
                 .status()
@@ -123,11 +162,13 @@ impl OwnServer {
         )))
     }
 
-    /// `redis://127.0.0.1:PORT` or `nats://127.0.0.1:PORT`.
+    /// `redis://`, `nats://`, `kafka://` or `mqtt://127.0.0.1:PORT`.
     pub(crate) fn url(&self) -> String {
         let scheme = match self.kind {
             Kind::Redis => "redis",
             Kind::Nats => "nats",
+            Kind::Kafka => "kafka",
+            Kind::Mosquitto => "mqtt",
             Kind::Postgres => {
                 return format!("postgres://postgres@127.0.0.1:{}/postgres", self.port);
             }
@@ -161,6 +202,14 @@ impl OwnServer {
         }
     }
 
+    /// When a Mosquitto last saved its state (ms), if it did.
+    pub(crate) fn saved_at(&self) -> Option<u64> {
+        match self.kind {
+            Kind::Mosquitto => crate::mosquitto::saved_at(&self.dir),
+            Kind::Redis | Kind::Nats | Kind::Postgres | Kind::Kafka => None,
+        }
+    }
+
     /// Starts it again on the same port and data.
     pub(crate) fn restart(&mut self) -> std::io::Result<()> {
         self.kill();
@@ -172,7 +221,29 @@ impl Drop for OwnServer {
     fn drop(&mut self) {
         self.kill();
         let _ = std::fs::remove_dir_all(&self.dir);
+        if self.kind == Kind::Kafka {
+            let drop = format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                database(self.port)
+            );
+            let _ = crate::pending::psql(&storage("postgres"), &drop);
+        }
     }
+}
+
+/// The database of the nisshi on `port`, on the machine's PostgreSQL.
+fn database(port: u16) -> String {
+    format!("soak_kafka_{port}")
+}
+
+/// The URL of `database` on the machine's PostgreSQL (`RUSTSTREAM_KAFKA_STORAGE`, else
+/// `postgres://postgres@localhost`): nisshi's storage, and where the harness makes and
+/// drops that database. `localhost`, not `127.0.0.1`: nisshi's PostgreSQL client checks
+/// the server's name for TLS, and fails on an address.
+fn storage(database: &str) -> String {
+    let server = std::env::var("RUSTSTREAM_KAFKA_STORAGE")
+        .unwrap_or_else(|_| "postgres://postgres@localhost".to_owned());
+    format!("{}/{database}", server.trim_end_matches('/'))
 }
 
 /// A PostgreSQL program: `RUSTSTREAM_POSTGRES_BIN`'s, else the newest under

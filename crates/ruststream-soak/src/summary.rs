@@ -57,12 +57,12 @@ pub(crate) fn markdown(reports: &[Report], commit: &str) -> String {
         }
         let _ = writeln!(out, "### {}\n", fault.describe());
         out.push_str(
-            "| broker and form | N | faults injected | lost | in-process delayed copies lost on crash | duplicates | dead-lettered | still pending | recovery median / max | time | command | commit |\n",
+            "| broker and form | N | faults injected | lost | in-process delayed copies lost on crash | duplicates | dead-lettered | still pending | recovery median / max | longest without a handled message | time | command | commit |\n",
         );
-        out.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+        out.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
         for r in rows {
             let form: Form = r.form.parse().unwrap_or(Form::Memory);
-            let lost = if r.tally.lost_other == 0 {
+            let mut lost = if r.tally.lost_other == 0 {
                 "0".to_owned()
             } else {
                 format!(
@@ -70,6 +70,12 @@ pub(crate) fn markdown(reports: &[Report], commit: &str) -> String {
                     r.tally.lost_other, r.tally.lost_other_ids
                 )
             };
+            if r.tally.lost_broker > 0 {
+                lost.push_str(&format!(
+                    " (and {} the broker acknowledged after its last save and lost with its SIGKILL: ids {:?})",
+                    r.tally.lost_broker, r.tally.lost_broker_ids
+                ));
+            }
             let delayed = if fault != Fault::Kill {
                 format!("{} (no process killed)", r.tally.lost_delayed)
             } else if form.delays_in_process() {
@@ -79,7 +85,7 @@ pub(crate) fn markdown(reports: &[Report], commit: &str) -> String {
             };
             let _ = writeln!(
                 out,
-                "| {} | {} | {} | {lost} | {delayed} | {} | {} | {} | {} / {} | {} s | `scripts/soak --n {} --only {}:{}` | {commit} |",
+                "| {} | {} | {} | {lost} | {delayed} | {} | {} | {} | {} / {} | {} | {} s | `scripts/soak --n {} --only {}:{}` | {commit} |",
                 form.describe(),
                 r.n,
                 r.faults,
@@ -88,6 +94,7 @@ pub(crate) fn markdown(reports: &[Report], commit: &str) -> String {
                 r.pending,
                 ms(r.tally.recovery_median_ms),
                 ms(r.tally.recovery_max_ms),
+                ms(r.tally.longest_gap_ms),
                 r.seconds,
                 r.n,
                 r.form,
@@ -95,6 +102,19 @@ pub(crate) fn markdown(reports: &[Report], commit: &str) -> String {
             );
         }
         out.push('\n');
+    }
+    for r in reports
+        .iter()
+        .filter(|r| !r.passed() && !r.notes.is_empty())
+    {
+        let _ = writeln!(
+            out,
+            "{}:{} did not pass; what the harness found:",
+            r.form, r.fault
+        );
+        for note in &r.notes {
+            let _ = writeln!(out, "  {note}");
+        }
     }
     out
 }
