@@ -81,8 +81,11 @@ impl<'a> Run<'a> {
                 url
             }
             // The machine's Mosquitto drops what a session's queue holds beyond 1,000
-            // messages: a black hole would measure that (`mosquitto.rs`).
-            Fault::BlackHole if plan.form.server() == Server::Mqtt => {
+            // messages (`max_queued_messages`, its default), after the publisher had its
+            // PUBACK: a black hole, a reset or a kill would measure that whenever the
+            // consumers fall behind for a second or two (`mosquitto.rs`). So every MQTT
+            // fault runs on a Mosquitto of the run's own, without that limit.
+            Fault::BlackHole | Fault::Reset | Fault::Kill if plan.form.server() == Server::Mqtt => {
                 let own = OwnServer::start(Kind::Mosquitto, dir.join("mosquitto-data"))?;
                 let url = own.url();
                 server = Some(own);
