@@ -68,6 +68,27 @@ impl MqttBroker {
         })
     }
 
+    /// How many messages the broker reports having dropped after acknowledging them,
+    /// since this broker connected: Mosquitto's `$SYS/broker/publish/messages/dropped`
+    /// (sessions whose queue passed `max_queued_messages`, 1,000 by default), which it
+    /// publishes every `sys_interval` (10 s by default) and which counts every client's
+    /// drops, not only this service's. Each rise is also logged as an error. `None` while
+    /// the broker has published no such count (not Mosquitto, or `$SYS` closed to this
+    /// client).
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), ruststream_mqtt::ConnectError> {
+    /// let broker = ruststream_mqtt::MqttBroker::connect("mqtt://127.0.0.1:1883").await?;
+    /// if let Some(dropped) = broker.dropped_by_broker() {
+    ///     assert_eq!(dropped, 0, "the broker lost messages: raise max_queued_messages");
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn dropped_by_broker(&self) -> Option<u64> {
+        self.inner.outbox.dropped.since_connect()
+    }
+
     fn keep(&self, task: JoinHandle<()>) {
         self.inner
             .tasks

@@ -56,6 +56,7 @@ mod bindings;
 mod broker;
 mod connection;
 mod connector;
+mod dropped;
 mod error;
 mod headers;
 mod keeper;

@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use rumqttc::Outgoing;
+use rumqttc::v5::mqttbytes::QoS;
 use rumqttc::v5::mqttbytes::v5::{PubAck, PubAckReason};
 use rumqttc::v5::{AsyncClient, Event, EventLoop, Incoming};
 use ruststream_adapter::Backoff;
@@ -20,6 +21,7 @@ use ruststream_core::PublishErrorKind;
 use tokio::sync::{oneshot, watch};
 
 use crate::connection;
+use crate::dropped::{self, Dropped};
 use crate::settings::Url;
 
 /// What a publish waits for: its PUBACK's answer.
@@ -28,10 +30,12 @@ pub(crate) type Waiter = oneshot::Sender<Result<(), PublishErrorKind>>;
 /// How many requests the client's channel holds.
 const CHANNEL: usize = 1024;
 
-/// The publishes in flight on the publishing connection.
+/// The publishes in flight on the publishing connection, and the broker's drop count it
+/// reads ([`Dropped`]).
 #[derive(Default)]
 pub(crate) struct Outbox {
     state: Mutex<State>,
+    pub(crate) dropped: Dropped,
 }
 
 #[derive(Default)]
@@ -172,7 +176,7 @@ pub(crate) async fn run(outbox: Arc<Outbox>, url: Url, mut closed: watch::Receiv
         let (client, mut events) = AsyncClient::new(options, CHANNEL);
         outbox.state().client = Some(client.clone());
         tokio::select! {
-            error = session(&outbox, &mut events, url.accept_unrouted, &mut backoff) => {
+            error = session(&outbox, &client, &mut events, url.accept_unrouted, &mut backoff) => {
                 tracing::warn!(%error, "mqtt publishing connection lost");
                 outbox.lost(false);
             }
@@ -191,9 +195,11 @@ pub(crate) async fn run(outbox: Arc<Outbox>, url: Url, mut closed: watch::Receiv
     }
 }
 
-/// Reads the connection's events until it fails.
+/// Reads the connection's events until it fails; at each CONNACK, subscribes to the
+/// broker's drop count.
 async fn session(
     outbox: &Outbox,
+    client: &AsyncClient,
     events: &mut EventLoop,
     accept_unrouted: bool,
     backoff: &mut Backoff,
@@ -203,6 +209,8 @@ async fn session(
             Ok(event) => {
                 if let Event::Incoming(Incoming::ConnAck(ack)) = &event {
                     backoff.reset();
+                    // Refused or unknown on brokers that are not Mosquitto: nothing comes.
+                    let _ = client.try_subscribe(dropped::TOPIC, QoS::AtMostOnce);
                     outbox.state().max_packet = ack
                         .properties
                         .as_ref()
@@ -221,6 +229,9 @@ fn handle(outbox: &Outbox, event: &Event, accept_unrouted: bool) {
         Event::Outgoing(Outgoing::Publish(pkid)) => outbox.written(*pkid),
         Event::Outgoing(Outgoing::AwaitAck(pkid)) => outbox.collided(*pkid),
         Event::Incoming(Incoming::PubAck(ack)) => outbox.acknowledged(ack, accept_unrouted),
+        Event::Incoming(Incoming::Publish(publish)) if publish.topic == dropped::TOPIC => {
+            outbox.dropped.published(&publish.payload, publish.retain);
+        }
         _ => {}
     }
 }
