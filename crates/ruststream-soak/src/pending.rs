@@ -173,15 +173,43 @@ fn confirm_timeout(out: &str) -> Option<Duration> {
 }
 
 /// Messages (ready and unacknowledged) in the run's queue and its dead letter.
+///
+/// `rabbitmqctl list_queues` leaves out a queue that does not answer in time (a quorum
+/// queue electing a leader, a busy node) and says so only on stderr: an empty answer
+/// would read as "nothing left". So the run's queue must be listed with a count; it is
+/// asked again for up to 10 s, and then it is an error, not a zero.
 pub(crate) fn amqp(address: &str) -> io::Result<u64> {
-    let out = rabbit_ctl(&["-q", "list_queues", "name", "messages"])?;
     let dead = dead_letter_of(address);
-    Ok(out
-        .lines()
-        .filter_map(|line| line.split_once('\t'))
-        .filter(|(name, _)| *name == address || *name == dead)
-        .map(|(_, n)| number(n))
-        .sum())
+    let mut last = String::new();
+    for _ in 0..10 {
+        let out = rabbit_ctl(&["-q", "list_queues", "name", "messages"])?;
+        if let Some(n) = listed(&out, address, &dead) {
+            return Ok(n);
+        }
+        last = out;
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    Err(io::Error::other(format!(
+        "rabbitmqctl list_queues did not list {address} with a count for 10 s; last answer: \
+         {last:?}"
+    )))
+}
+
+/// The messages of `address` and `dead` in a `list_queues name messages` answer, if
+/// `address` is there with a count (`dead` may not exist).
+fn listed(out: &str, address: &str, dead: &str) -> Option<u64> {
+    let mut main = None;
+    let mut total = 0;
+    for (name, n) in out.lines().filter_map(|line| line.split_once('\t')) {
+        if name == address || name == dead {
+            let n: u64 = n.trim().parse().ok()?;
+            total += n;
+            if name == address {
+                main = Some(n);
+            }
+        }
+    }
+    main.map(|_| total)
 }
 
 /// Deletes the run's queues.
@@ -206,6 +234,17 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn a_queue_not_listed_or_without_a_count_is_not_zero() {
+        use super::listed;
+        let out = "q\t5\nq.dead\t2\nother\t9\n";
+        assert_eq!(listed(out, "q", "q.dead"), Some(7));
+        assert_eq!(listed("q\t0\n", "q", "q.dead"), Some(0));
+        assert_eq!(listed("other\t9\n", "q", "q.dead"), None);
+        assert_eq!(listed("", "q", "q.dead"), None);
+        assert_eq!(listed("q\t\n", "q", "q.dead"), None);
+    }
 
     #[test]
     fn numbers_default_to_zero() {
