@@ -54,7 +54,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if std::env::args().nth(1).as_deref() == Some("asyncapi") {
         let info = AsyncApiInfo {
             version: env!("CARGO_PKG_VERSION").into(),
-            server: Some(ruststream::server(&url)?),
+            server: Some(ruststream::broker::server(&url)?),
             ..AsyncApiInfo::default()
         };
         print!("{}", app.asyncapi_string(&info, Format::Yaml)?);

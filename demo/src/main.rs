@@ -35,7 +35,7 @@ use std::time::Duration;
 use ruststream::cli::Cli;
 use ruststream::core::{Broker, Message, Original, Plan};
 use ruststream::{
-    App, Attempt, Mount, Outcome, PublishTarget, Settled, ack, drop, retry, retry_after,
+    App, Attempt, Mount, Outcome, Settled, ack, drop, publisher::PublishTarget, retry, retry_after,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -263,7 +263,7 @@ mod tests {
         let app = service(App::new(MemoryBroker::new()), &setup);
         let info = AsyncApiInfo {
             version: env!("CARGO_PKG_VERSION").into(),
-            server: Some(ruststream::server("memory://").expect("memory")),
+            server: Some(ruststream::broker::server("memory://").expect("memory")),
             ..AsyncApiInfo::default()
         };
         let document = app.asyncapi(&info).expect("document");

@@ -441,7 +441,7 @@ fn the_broker_option_goes_before_or_after_the_command() {
     let help = demo("memory://", &p, &["--help"]).expect_ok("help");
     // The features of this build are those the workspace unifies (another member may turn
     // on `kafka`), so the expected list comes from the same build's connectors.
-    let opens: Vec<String> = ruststream::connectors()
+    let opens: Vec<String> = ruststream::broker::connectors()
         .iter()
         .flat_map(|c| {
             c.schemes()

@@ -7,7 +7,7 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ruststream::{App, Mount, Publisher, RunError, Running, mount_env_name};
+use ruststream::{App, Mount, Publisher, RunError, Running, mount::mount_env_name};
 use ruststream_amqp::{AmqpBroker, ConnectOptions, QueueType, SubscribeOptions};
 use ruststream_core::Broker;
 use tokio::sync::mpsc;

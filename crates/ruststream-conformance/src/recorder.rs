@@ -4,7 +4,10 @@ use std::future::Future;
 use std::time::Instant;
 
 use bytes::Bytes;
-use ruststream::{Attempt, Extractors, Handler, Headers, Outcome, Raw, ack};
+use ruststream::{
+    Attempt, Headers, Outcome, Raw, ack,
+    handler::{Extractors, Handler},
+};
 
 use crate::inbox::Outbox;
 

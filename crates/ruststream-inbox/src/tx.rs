@@ -4,7 +4,10 @@ use std::cell::RefCell;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
-use ruststream::{Context, Delivery, ExtractError, FromDelivery};
+use ruststream::{
+    Context, Delivery,
+    extract::{ExtractError, FromDelivery},
+};
 use sqlx::{PgConnection, Postgres, Transaction};
 use tokio::sync::{MappedMutexGuard, Mutex, MutexGuard};
 

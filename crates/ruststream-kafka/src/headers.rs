@@ -10,7 +10,7 @@ use ruststream_core::Headers;
 /// (retries, delayed retries, dead letters) keep their headers, so they keep the key.
 ///
 /// ```no_run
-/// # async fn demo(publisher: ruststream::Publisher) -> Result<(), ruststream::SendError> {
+/// # async fn demo(publisher: ruststream::Publisher) -> Result<(), ruststream::publisher::SendError> {
 /// publisher
 ///     .message("orders", &"{\"id\":7}")
 ///     .header(ruststream_kafka::KEY, "customer-42")

@@ -10,7 +10,7 @@ mod support;
 use std::path::PathBuf;
 
 use ruststream::asyncapi::AsyncApiInfo;
-use ruststream::{App, Mount, PublishTarget};
+use ruststream::{App, Mount, publisher::PublishTarget};
 use ruststream_kafka::{Group, KafkaBroker, KafkaConnector};
 use serde_json::{Value, json};
 

@@ -9,7 +9,7 @@ mod support;
 use std::path::PathBuf;
 
 use ruststream::asyncapi::AsyncApiInfo;
-use ruststream::{App, Mount, PublishTarget};
+use ruststream::{App, Mount, publisher::PublishTarget};
 use ruststream_mqtt::MqttConnector;
 use serde_json::json;
 

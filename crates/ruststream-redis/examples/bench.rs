@@ -52,7 +52,7 @@ use fred::types::Value;
 use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt, StreamExt};
 use ruststream_conformance::cpu::{Run, Window, listener, markdown_table, median, port_of};
-use ruststream_conformance::ruststream::{App, Codec, Mount, Outcome, Settled, ack};
+use ruststream_conformance::ruststream::{App, Mount, Outcome, Settled, ack, codec::Codec};
 use ruststream_core::{Address, Broker, Message, Options, Settlement, SubscribeSpec};
 use ruststream_redis::{PubSub, RedisBroker, ReliableList, Settings, Stream, Target};
 

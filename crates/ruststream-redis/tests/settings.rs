@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fred::prelude::*;
-use ruststream::{App, Mount, Publisher, RunError, Running, mount_env_name};
+use ruststream::{App, Mount, Publisher, RunError, Running, mount::mount_env_name};
 use ruststream_redis::{RedisBroker, Settings, Stream};
 use support::Ctx;
 use tokio::sync::mpsc;

@@ -8,9 +8,9 @@ use std::time::Duration;
 use ruststream_core::{Broker, SubscribeError, SubscribeSpec};
 use tokio::task::JoinSet;
 
-use crate::dispatch::{AfterSettle, Deferred, DelayedLimit, Runtime, Shutdown};
+use crate::dispatch::{AfterSettle, Deferred, Runtime, Shutdown};
 use crate::extract::{AppContext, ExtractError};
-use crate::mount::Mount;
+use crate::mount::{DelayedLimit, Mount};
 use crate::publisher::Publisher;
 use crate::router::Router;
 use crate::settled::Settled;
@@ -141,7 +141,7 @@ impl App {
     /// Mounts one handler.
     pub fn mount<H, M>(mut self, mount: impl Into<Mount>, handler: H) -> Self
     where
-        H: crate::Handler<M>,
+        H: crate::handler::Handler<M>,
         M: 'static,
     {
         self.router = self.router.mount(mount, handler);
@@ -207,7 +207,7 @@ impl App {
     /// At [`start`](Self::start) every variable named
     /// `RUSTSTREAM_MOUNT__<ADDRESS>__<KEY>` becomes a setting of the mounts whose
     /// address is `<ADDRESS>` once upper-cased with every character other than an ASCII
-    /// letter or digit as `_` ([`mount_env_name`](crate::mount_env_name)); `<KEY>` is one
+    /// letter or digit as `_` ([`mount_env_name`](crate::mount::mount_env_name)); `<KEY>` is one
     /// of the broker's keys (`FORM`, `MIN_IDLE`, `CREDIT`…), read in lower case. A
     /// variable that names no mount stops the start with [`RunError::Setting`]; a key the
     /// broker does not know, or a value it cannot read, with [`RunError::Subscribe`]
@@ -249,7 +249,7 @@ impl App {
             std::env::vars_os()
                 .filter(|(k, _)| {
                     k.as_encoded_bytes()
-                        .starts_with(crate::MOUNT_ENV_PREFIX.as_bytes())
+                        .starts_with(crate::mount_settings::MOUNT_ENV_PREFIX.as_bytes())
                 })
                 .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
                 .collect()
@@ -261,7 +261,7 @@ impl App {
         for entry in table {
             let mut used = false;
             for (mount, _) in &mut self.router.routes {
-                if crate::mount_env_name(mount.address.as_str()) == entry.address {
+                if crate::mount_settings::mount_env_name(mount.address.as_str()) == entry.address {
                     mount.options.configure(entry.setting.clone());
                     used = true;
                 }
@@ -271,7 +271,7 @@ impl App {
                     .router
                     .routes
                     .iter()
-                    .map(|(m, _)| crate::mount_env_name(m.address.as_str()))
+                    .map(|(m, _)| crate::mount_settings::mount_env_name(m.address.as_str()))
                     .collect();
                 mounted.sort();
                 mounted.dedup();

@@ -16,7 +16,7 @@ use serde::de::DeserializeOwned;
 /// or error is always `serde_json`'s.
 ///
 /// ```
-/// use ruststream::Codec;
+/// use ruststream::codec::Codec;
 ///
 /// let bytes = Codec::Json.encode(&vec![1, 2, 3]).unwrap();
 /// let back: Vec<u32> = Codec::Json.decode(&bytes).unwrap();

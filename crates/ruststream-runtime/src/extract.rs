@@ -1,4 +1,11 @@
 //! Extractors: what a handler can take besides its payload.
+//!
+//! A handler's arguments before the payload are [`FromDelivery`] types, made from the
+//! delivery and the service around it ([`Context`], [`AppContext`]). The everyday ones,
+//! [`Attempt`], [`Raw`], [`State`], are also at the crate's root, and
+//! [`Headers`], [`Address`] and [`Publisher`] are extractors too; this module holds what
+//! writing an extractor of one's own takes. An extractor that fails refuses the delivery
+//! with an [`ExtractError`], which the mount's decode-failure policy settles.
 
 use std::any::{Any, TypeId};
 

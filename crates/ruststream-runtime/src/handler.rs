@@ -1,4 +1,10 @@
 //! Handlers: plain `async fn`s over extractors and a payload.
+//!
+//! [`Router::mount`](crate::Router::mount) takes any [`Handler`]: the trait is
+//! implemented for `async fn`s and closures of up to eight arguments, told apart by the
+//! markers [`Extractors`] and [`WithPayload`], and a call's future is an
+//! [`OutcomeFuture`]. A service rarely names these types; they appear in bounds (a
+//! function generic over handlers) and in compiler messages.
 
 use std::any::TypeId;
 use std::future::Future;

@@ -10,6 +10,12 @@
 //! failure policies for undecodable payloads and panics, and hooks after settlement.
 //! The decision is one pure function, [`ruststream_core::decide`]; adapters carry it out.
 //!
+//! The root holds what a service writes every day; the plumbing is in modules:
+//! [`handler`] (the `Handler` trait), [`extract`] (writing extractors), [`publisher`]
+//! (errors, messages being built, publish targets), [`settled`] (causes, settlement
+//! errors), [`mount`] (environment settings, the delayed-copy limit), [`codec`] and
+//! [`core`] (the adapter contract, `Verdict`).
+//!
 //! ```no_run
 //! use ruststream::{App, Attempt, Mount, Outcome, Router, ack, retry};
 //! use ruststream::memory::MemoryBroker;
@@ -40,43 +46,40 @@ mod app;
 pub mod asyncapi;
 pub mod codec;
 mod dispatch;
-mod extract;
-mod handler;
+pub mod extract;
+pub mod handler;
 mod inbox;
 pub mod layer;
 #[cfg(feature = "memory")]
 pub mod memory;
-mod mount;
+pub mod mount;
 mod mount_settings;
 pub mod observe;
 mod outcome;
 mod policy;
-mod publisher;
+pub mod publisher;
 mod reply;
 mod router;
 #[cfg(feature = "asyncapi")]
 mod schema;
-mod settled;
+pub mod settled;
 mod signals;
 mod target;
 #[cfg(feature = "memory")]
 pub mod testing;
 
+// The root holds what a service writes every day; the plumbing is in the modules
+// (`handler`, `extract`, `publisher`, `settled`, `mount`, `codec`, `core`).
 pub use app::{App, RunError, Running};
-pub use codec::{Codec, CodecError};
-pub use dispatch::DelayedLimit;
-pub use extract::{AppContext, Attempt, Context, ExtractError, FromDelivery, Raw, State};
-pub use handler::{Extractors, Handler, OutcomeFuture, WithPayload};
+pub use extract::{Attempt, Context, Raw, State};
 pub use mount::{Concurrency, Mount};
-pub use mount_settings::{MOUNT_ENV_PREFIX, mount_env_name};
 pub use outcome::{IntoOutcome, Outcome, ack, drop, retry, retry_after};
 pub use policy::Policy;
-pub use publisher::{Outgoing, Publisher, RequestError, SendError};
+pub use publisher::Publisher;
 pub use reply::Reply;
 pub use router::Router;
 pub use ruststream_macros::debug_handler;
-pub use settled::{Cause, SettleError, Settled};
-pub use target::PublishTarget;
+pub use settled::Settled;
 
 pub use ruststream_core as core;
-pub use ruststream_core::{Address, Delivery, Headers, Message, Verdict};
+pub use ruststream_core::{Address, Delivery, Headers, Message};

@@ -1,4 +1,10 @@
 //! A mount: a subscription's address and what the service declares about it.
+//!
+//! [`Mount`] and [`Concurrency`] (both also at the crate's root) declare a subscription;
+//! per-mount settings can also come from the environment, in variables named with
+//! [`MOUNT_ENV_PREFIX`] and [`mount_env_name`]. [`DelayedLimit`] bounds the retry copies
+//! that wait for their delay in the process, for all mounts of a service
+//! ([`App::delayed_limit`](crate::App::delayed_limit)).
 
 use std::fmt;
 use std::num::NonZeroU32;
@@ -9,6 +15,8 @@ use ruststream_core::{Address, Declaration, Delivery, Options};
 
 use crate::codec::Codec;
 use crate::policy::Policy;
+
+pub use crate::mount_settings::{MOUNT_ENV_PREFIX, mount_env_name};
 
 /// How many deliveries of one subscription are handled at once.
 #[derive(Clone)]
@@ -336,5 +344,56 @@ impl Mount {
 impl<T: Into<Address>> From<T> for Mount {
     fn from(address: T) -> Self {
         Self::new(address)
+    }
+}
+
+/// How many retry copies, and how many bytes of them, may wait for their delay in the
+/// process at once. When either bound is reached the service takes no more deliveries
+/// until a copy has gone out.
+///
+/// ```
+/// use ruststream::mount::DelayedLimit;
+///
+/// let limit = DelayedLimit::default().copies(1_000).bytes(8 << 20);
+/// assert_eq!(limit.max_copies(), 1_000);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DelayedLimit {
+    copies: usize,
+    bytes: usize,
+}
+
+impl Default for DelayedLimit {
+    /// 10,000 copies, 64 MiB.
+    fn default() -> Self {
+        Self {
+            copies: 10_000,
+            bytes: 64 << 20,
+        }
+    }
+}
+
+impl DelayedLimit {
+    /// At most `copies` waiting copies (at least 1).
+    pub fn copies(mut self, copies: usize) -> Self {
+        self.copies = copies.max(1);
+        self
+    }
+
+    /// At most `bytes` of waiting copies, payloads and headers (at least 1). A single copy
+    /// larger than the bound is still taken when nothing else waits.
+    pub fn bytes(mut self, bytes: usize) -> Self {
+        self.bytes = bytes.max(1);
+        self
+    }
+
+    /// The bound on the number of copies.
+    pub fn max_copies(&self) -> usize {
+        self.copies
+    }
+
+    /// The bound on their bytes.
+    pub fn max_bytes(&self) -> usize {
+        self.bytes
     }
 }

@@ -9,8 +9,8 @@ pub const MOUNT_ENV_PREFIX: &str = "RUSTSTREAM_MOUNT__";
 /// every other character `_` (`orders.dead` is `ORDERS_DEAD`).
 ///
 /// ```
-/// assert_eq!(ruststream::mount_env_name("orders.dead"), "ORDERS_DEAD");
-/// assert_eq!(ruststream::mount_env_name("/queues/a-b"), "_QUEUES_A_B");
+/// assert_eq!(ruststream::mount::mount_env_name("orders.dead"), "ORDERS_DEAD");
+/// assert_eq!(ruststream::mount::mount_env_name("/queues/a-b"), "_QUEUES_A_B");
 /// ```
 pub fn mount_env_name(address: &str) -> String {
     address

@@ -1,4 +1,9 @@
 //! What hooks and `and_after` learn about a settled delivery.
+//!
+//! A [`Settled`] (also at the crate's root) tells the verdict, the broker's plan and
+//! whether the broker took it; its [`Cause`] says why the delivery was settled so (the
+//! handler, a failure policy, a middleware, a spent attempt) and its [`SettleError`] what
+//! went wrong when the broker did not take it.
 
 use ruststream_core::{AckError, Address, Plan, PublishError, Verdict};
 

@@ -8,7 +8,7 @@ use ruststream_core::Address;
 /// publish to any address.
 ///
 /// ```
-/// use ruststream::{App, PublishTarget, memory::MemoryBroker};
+/// use ruststream::{App, memory::MemoryBroker, publisher::PublishTarget};
 ///
 /// let app = App::new(MemoryBroker::new())
 ///     .publishes(PublishTarget::new("orders.shipped").description("orders on their way"));
@@ -47,7 +47,7 @@ impl PublishTarget {
     /// Documents the payload as `T` (feature `asyncapi`).
     ///
     /// ```
-    /// use ruststream::PublishTarget;
+    /// use ruststream::publisher::PublishTarget;
     ///
     /// #[derive(serde::Serialize, schemars::JsonSchema)]
     /// struct Shipped { id: u64 }

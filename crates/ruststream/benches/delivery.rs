@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use ruststream::memory::MemoryBroker;
-use ruststream::{App, Codec, Message, Mount, Raw, Running};
+use ruststream::{App, Message, Mount, Raw, Running, codec::Codec};
 use serde::{Deserialize, Serialize};
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 

@@ -69,7 +69,7 @@ const FEATURES: &[(&str, &str)] = &[
 /// The connectors this build has, one per adapter its features turn on.
 ///
 /// ```
-/// let names: Vec<&str> = ruststream::connectors().iter().map(|c| c.name()).collect();
+/// let names: Vec<&str> = ruststream::broker::connectors().iter().map(|c| c.name()).collect();
 /// assert!(names.contains(&"memory"));
 /// ```
 pub fn connectors() -> &'static [&'static dyn Connector] {
@@ -195,7 +195,7 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Broker>, ConnectError> {
 /// document's `servers.broker`), by its adapter; no connection is made.
 ///
 /// ```
-/// let server = ruststream::server("memory://").unwrap();
+/// let server = ruststream::broker::server("memory://").unwrap();
 /// assert_eq!(server.protocol, "memory");
 /// ```
 pub fn server(url: &str) -> Result<Server, ConnectError> {

@@ -10,7 +10,10 @@
 //! (`ruststream-runtime`), the adapters its features build in (`ruststream::redis`,
 //! `amqp`, `lapin`, `nats`, `postgres`, `kafka`, `mqtt`), [`connect`] to open any of them by URL, the inbox
 //! (`ruststream::inbox`, feature `inbox`) and the command line (`ruststream::cli`,
-//! feature `cli`).
+//! feature `cli`). The root holds what a service writes every day; the rest is in
+//! modules: [`handler`], [`extract`], [`publisher`], [`settled`], [`mount`], [`codec`],
+//! [`broker`] (the connectors, [`broker::server`], [`broker::redact`]) and [`core`] (the
+//! adapter contract).
 //!
 //! ```no_run
 //! use ruststream::{App, Attempt, Mount, Outcome, Router, ack, retry};
@@ -34,12 +37,12 @@
 //! Guides: `docs/` in the repository (handlers, settlement, the memory broker and test
 //! kit, writing an adapter).
 
+pub mod broker;
 #[cfg(feature = "cli")]
 pub mod cli;
 mod connect;
 
-pub use connect::{ConnectError, connect, connectors, server};
-pub use ruststream_core::redact;
+pub use connect::{ConnectError, connect};
 pub use ruststream_runtime::*;
 
 /// The Redis adapter (feature `redis`).

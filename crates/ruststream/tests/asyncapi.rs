@@ -11,7 +11,9 @@ use std::time::Duration;
 use ruststream::asyncapi::{AsyncApiError, AsyncApiInfo, Format};
 use ruststream::core::{Capabilities, DEAD_LETTER_REASON, RETRY_COUNT};
 use ruststream::memory::MemoryBroker;
-use ruststream::{App, Attempt, Headers, Mount, Outcome, Policy, PublishTarget, Reply, ack};
+use ruststream::{
+    App, Attempt, Headers, Mount, Outcome, Policy, Reply, ack, publisher::PublishTarget,
+};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -514,27 +516,27 @@ fn an_undocumented_reply_names_its_type_and_how_to_document_it() {
 
 #[test]
 fn a_server_url_that_cannot_be_described_is_an_error() {
-    let error = ruststream::server("stomp://user:pw@h:61613")
+    let error = ruststream::broker::server("stomp://user:pw@h:61613")
         .expect_err("refused")
         .to_string();
     assert!(
         error.starts_with("unknown broker url scheme \"stomp\""),
         "{error}"
     );
-    let error = ruststream::server("memory")
+    let error = ruststream::broker::server("memory")
         .expect_err("refused")
         .to_string();
     assert!(error.contains("unknown broker url scheme"), "{error}");
     assert!(!error.contains("pw"));
 }
 
-/// The server is what the URL's adapter says of it (`ruststream::server`): the memory
+/// The server is what the URL's adapter says of it (`ruststream::broker::server`): the memory
 /// broker's here, in the document as given.
 #[test]
 fn the_server_is_the_one_its_adapter_describes() {
     let app = App::new(MemoryBroker::new()).mount("ticks", tick);
     let info = AsyncApiInfo {
-        server: Some(ruststream::server("memory://").expect("memory")),
+        server: Some(ruststream::broker::server("memory://").expect("memory")),
         ..info()
     };
     let document = app.asyncapi(&info).expect("document");

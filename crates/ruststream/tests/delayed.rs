@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use ruststream::memory::MemoryBroker;
 use ruststream::testing::TestApp;
-use ruststream::{App, Attempt, DelayedLimit, Mount, Outcome, ack, retry_after};
+use ruststream::{App, Attempt, Mount, Outcome, ack, mount::DelayedLimit, retry_after};
 use ruststream_core::Capabilities;
 use support::{Calls, Faulty, wait_until};
 

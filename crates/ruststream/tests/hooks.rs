@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use ruststream::memory::MemoryBroker;
 use ruststream::testing::TestApp;
-use ruststream::{App, Attempt, Cause, Outcome, Settled, ack, retry};
+use ruststream::{App, Attempt, Outcome, Settled, ack, retry, settled::Cause};
 use ruststream_core::{PublishErrorKind, Verdict};
 use support::{Faulty, queue, settle, wait_until, within};
 

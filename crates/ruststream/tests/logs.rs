@@ -221,7 +221,7 @@ async fn a_redis_stream_by_default_is_warned_with_durable_zset_named() {
         .mount_settings([(
             format!(
                 "RUSTSTREAM_MOUNT__{}__DELAYED_RETRY",
-                ruststream::mount_env_name(&orders)
+                ruststream::mount::mount_env_name(&orders)
             ),
             "durable_zset",
         )])

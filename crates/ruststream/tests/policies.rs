@@ -9,8 +9,10 @@ use ruststream::core::Message;
 use ruststream::memory::MemoryBroker;
 use ruststream::testing::TestApp;
 use ruststream::{
-    App, Attempt, Cause, Context, ExtractError, FromDelivery, Mount, Outcome, Policy, RunError,
-    ack, retry,
+    App, Attempt, Context, Mount, Outcome, Policy, RunError, ack,
+    extract::{ExtractError, FromDelivery},
+    retry,
+    settled::Cause,
 };
 use ruststream_core::{Broker, Capabilities, Settlement, Verdict};
 use support::{Calls, DEFECT, Faulty, json_message, settle, settled_with, wait_until, within};

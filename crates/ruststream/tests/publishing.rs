@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use ruststream::memory::MemoryBroker;
 use ruststream::testing::TestApp;
 use ruststream::{
-    App, Codec, ExtractError, Headers, Mount, Publisher, Raw, Reply, RunError, State, retry,
+    App, Headers, Mount, Publisher, Raw, Reply, RunError, State, codec::Codec,
+    extract::ExtractError, retry,
 };
 use ruststream_core::{CONTENT_TYPE, CORRELATION_ID, MESSAGE_ID, Message, REPLY_TO, Verdict};
 use serde::{Deserialize, Serialize};
@@ -306,7 +307,7 @@ async fn json_is_the_default_codec() {
         .publish("orders", &tea())
         .await;
     assert!(
-        matches!(refused, Err(ruststream::SendError::Encode(_))),
+        matches!(refused, Err(ruststream::publisher::SendError::Encode(_))),
         "{refused:?}"
     );
     settle(&app).await;

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use ruststream::memory::MemoryBroker;
-use ruststream::{App, Headers, Mount, Publisher, Reply, RequestError};
+use ruststream::{App, Headers, Mount, Publisher, Reply, publisher::RequestError};
 use ruststream_core::{Broker, REPLY_TO};
 
 async fn echo_tenant(headers: Headers, _: u32) -> Reply<String> {

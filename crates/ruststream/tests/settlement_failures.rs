@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use ruststream::memory::MemoryBroker;
 use ruststream::testing::TestApp;
-use ruststream::{App, Mount, Outcome, SettleError, Settled, ack, retry};
+use ruststream::{App, Mount, Outcome, Settled, ack, retry, settled::SettleError};
 use ruststream_core::{AckError, Address, Broker, Capabilities, PublishErrorKind};
 use support::{Calls, Faulty, REFUSAL, queue, wait_until, within};
 

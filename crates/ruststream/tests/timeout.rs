@@ -6,7 +6,7 @@ mod support;
 use std::time::Duration;
 
 use ruststream::testing::TestApp;
-use ruststream::{App, Attempt, Cause, Mount, Outcome, Policy, Verdict, ack};
+use ruststream::{App, Attempt, Mount, Outcome, Policy, ack, core::Verdict, settled::Cause};
 use support::{COPYING, Calls, wait_until};
 
 /// Hangs on attempt 1 (forever), acks after.

@@ -1,7 +1,7 @@
 //! Failure policies: payloads that do not decode, handlers that panic.
 
 use ruststream::core::CONTENT_TYPE;
-use ruststream::{Attempt, Cause, Policy, RunError, Verdict, ack};
+use ruststream::{Attempt, Policy, RunError, ack, core::Verdict, settled::Cause};
 use ruststream_core::Message;
 
 use super::{Numbered, publish, sent, settles};

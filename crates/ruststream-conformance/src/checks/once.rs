@@ -1,6 +1,6 @@
 //! The inbox on the form: a message delivered twice is handled once.
 
-use ruststream::{Verdict, ack};
+use ruststream::{ack, core::Verdict};
 use ruststream_core::{MESSAGE_ID, Message};
 use ruststream_inbox::Inbox as HandledOnce;
 use ruststream_inbox::sqlx;

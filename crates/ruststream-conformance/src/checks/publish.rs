@@ -1,7 +1,7 @@
 //! Publishing from a handler with the `Publisher` extractor.
 
 use ruststream::core::{CONTENT_TYPE, CORRELATION_ID};
-use ruststream::{Codec, Headers, Publisher, SendError, ack};
+use ruststream::{Headers, Publisher, ack, codec::Codec, publisher::SendError};
 
 use super::{Numbered, sent};
 use crate::Harness;

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use ruststream::core::{CORRELATION_ID, Message};
-use ruststream::{Publisher, Reply, RequestError};
+use ruststream::{Publisher, Reply, publisher::RequestError};
 use tokio::task::JoinSet;
 
 use super::{Numbered, sent};

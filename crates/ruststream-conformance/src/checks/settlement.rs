@@ -1,6 +1,6 @@
 //! `ack` and `drop` take the delivery out for good.
 
-use ruststream::{Verdict, drop};
+use ruststream::{core::Verdict, drop};
 use ruststream_core::Message;
 
 use super::{publish, settles};

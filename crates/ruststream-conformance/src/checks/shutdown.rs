@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use ruststream::{Cause, Verdict, ack};
+use ruststream::{ack, core::Verdict, settled::Cause};
 use ruststream_core::Message;
 
 use super::{publish, settles};

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use ruststream::{Verdict, ack, retry_after};
+use ruststream::{ack, core::Verdict, retry_after};
 use ruststream_core::Message;
 
 use super::{publish, settles};

@@ -6,10 +6,11 @@ use ruststream_core::{Bindings, Capabilities, SubscribeSpec};
 use serde_json::{Map, Value, json};
 
 use super::{AsyncApiError, AsyncApiInfo, headers, server};
+use crate::App;
 use crate::mount::{Concurrency, Mount};
 use crate::policy::Policy;
 use crate::schema::{PayloadSchema, Schemas};
-use crate::{App, PublishTarget};
+use crate::target::PublishTarget;
 
 pub(super) fn document(app: &App, info: &AsyncApiInfo) -> Result<Value, AsyncApiError> {
     let mut builder = Builder::new(app);
@@ -36,7 +37,7 @@ pub(super) fn document(app: &App, info: &AsyncApiInfo) -> Result<Value, AsyncApi
     let mut document = json!({
         "asyncapi": "3.0.0",
         "info": info_object,
-        "defaultContentType": crate::Codec::default().content_type(),
+        "defaultContentType": crate::codec::Codec::default().content_type(),
     });
     if let Some(described) = &info.server {
         document["servers"] = json!({ "broker": server::server(described) });
@@ -247,7 +248,7 @@ impl<'a> Builder<'a> {
                 summary: format!("A message the service publishes to {address}."),
                 payload: target.payload.as_ref(),
                 payload_type: target.payload.as_ref().map(|p| p.name),
-                content_type: crate::Codec::default().content_type(),
+                content_type: crate::codec::Codec::default().content_type(),
                 headers: headers::message(),
             },
         );

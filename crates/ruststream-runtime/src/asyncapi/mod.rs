@@ -35,7 +35,7 @@
 //! ```
 //!
 //! [`Mount::payload`]: crate::Mount::payload
-//! [`PublishTarget::payload`]: crate::PublishTarget::payload
+//! [`PublishTarget::payload`]: crate::publisher::PublishTarget::payload
 //! [`App::publishes`]: crate::App::publishes
 
 mod bindings;
@@ -63,7 +63,7 @@ pub struct AsyncApiInfo {
     /// A description of the service (CommonMark).
     pub description: Option<String>,
     /// The broker's server, as its adapter describes it from a URL
-    /// (`ruststream::server(url)`, or [`Connector::server`](ruststream_core::Connector::server));
+    /// (`ruststream::broker::server(url)`, or [`Connector::server`](ruststream_core::Connector::server));
     /// the password is left out.
     pub server: Option<ruststream_core::Server>,
 }

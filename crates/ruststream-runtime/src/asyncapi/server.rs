@@ -4,7 +4,7 @@ use ruststream_core::Server;
 use serde_json::{Value, json};
 
 /// The server object of `server` (as its adapter's connector describes it: see
-/// `ruststream::server`): host and path, the protocol and its version; the password of
+/// `ruststream::broker::server`): host and path, the protocol and its version; the password of
 /// the URL shown in `x-ruststream-url` is already `***`.
 pub(crate) fn server(server: &Server) -> Value {
     let mut object = json!({

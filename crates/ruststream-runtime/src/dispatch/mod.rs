@@ -22,7 +22,6 @@ use crate::mount::Concurrency;
 use crate::settled::Settled;
 
 pub(crate) use deferred::Deferred;
-pub use deferred::DelayedLimit;
 pub(crate) use shutdown::Shutdown;
 #[cfg(feature = "prometheus")]
 pub(crate) use worker::broker_dead_letters;

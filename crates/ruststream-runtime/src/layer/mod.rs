@@ -92,7 +92,7 @@ pub trait Middleware: Send + Sync + 'static {
 
     /// Sees a delivery before its handler (and before its payload is decoded); an
     /// outcome settles it at once, without calling the handler (its cause:
-    /// [`Cause::Layer`](crate::Cause::Layer)).
+    /// [`Cause::Layer`](crate::settled::Cause::Layer)).
     fn before(&self, delivery: &Delivery) -> Option<Outcome> {
         let _ = delivery;
         None

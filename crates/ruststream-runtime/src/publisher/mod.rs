@@ -1,5 +1,10 @@
 //! Publishing typed messages, from handlers and from outside them, and requests that
 //! wait for their reply.
+//!
+//! [`Publisher`] (also at the crate's root) encodes with a codec and publishes;
+//! [`Outgoing`] is one message being built with headers, [`SendError`] and
+//! [`RequestError`] say why a publish or a request failed, and [`PublishTarget`] declares
+//! an address the service publishes to, for descriptions of the service.
 
 use std::fmt;
 use std::sync::Arc;
@@ -15,6 +20,7 @@ use serde::de::DeserializeOwned;
 use crate::codec::{Codec, CodecError};
 use crate::inbox::{Inbox, REPLY_PREFIX};
 
+pub use crate::target::PublishTarget;
 pub use request::RequestError;
 
 mod request;
@@ -39,7 +45,7 @@ pub enum SendError {
 /// use ruststream::{Publisher, memory::MemoryBroker};
 /// use ruststream_core::Broker;
 ///
-/// # async fn demo() -> Result<(), ruststream::SendError> {
+/// # async fn demo() -> Result<(), ruststream::publisher::SendError> {
 /// let broker = MemoryBroker::new();
 /// let publisher = Publisher::new(broker.publisher());
 /// publisher.publish("orders", &serde_json::json!({"id": 1})).await?;

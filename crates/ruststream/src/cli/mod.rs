@@ -254,7 +254,7 @@ impl Cli {
                 let app = (self.build)(broker.clone());
                 let info = crate::asyncapi::AsyncApiInfo {
                     version: self.version.unwrap_or_else(|| "0.0.0".into()),
-                    server: Some(crate::server(&line.broker)?),
+                    server: Some(crate::connect::server(&line.broker)?),
                     ..crate::asyncapi::AsyncApiInfo::default()
                 };
                 match app.asyncapi_string(&info, format) {

@@ -21,59 +21,9 @@ use tokio::sync::Notify;
 use tokio::sync::futures::OwnedNotified;
 
 use crate::layer::Sents;
+use crate::mount::DelayedLimit;
 
 mod retrying;
-
-/// How many retry copies, and how many bytes of them, may wait for their delay in the
-/// process at once. When either bound is reached the service takes no more deliveries
-/// until a copy has gone out.
-///
-/// ```
-/// use ruststream::DelayedLimit;
-///
-/// let limit = DelayedLimit::default().copies(1_000).bytes(8 << 20);
-/// assert_eq!(limit.max_copies(), 1_000);
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DelayedLimit {
-    copies: usize,
-    bytes: usize,
-}
-
-impl Default for DelayedLimit {
-    /// 10,000 copies, 64 MiB.
-    fn default() -> Self {
-        Self {
-            copies: 10_000,
-            bytes: 64 << 20,
-        }
-    }
-}
-
-impl DelayedLimit {
-    /// At most `copies` waiting copies (at least 1).
-    pub fn copies(mut self, copies: usize) -> Self {
-        self.copies = copies.max(1);
-        self
-    }
-
-    /// At most `bytes` of waiting copies, payloads and headers (at least 1). A single copy
-    /// larger than the bound is still taken when nothing else waits.
-    pub fn bytes(mut self, bytes: usize) -> Self {
-        self.bytes = bytes.max(1);
-        self
-    }
-
-    /// The bound on the number of copies.
-    pub fn max_copies(&self) -> usize {
-        self.copies
-    }
-
-    /// The bound on their bytes.
-    pub fn max_bytes(&self) -> usize {
-        self.bytes
-    }
-}
 
 /// The first wait after a failed publish of a delayed copy; it doubles up to
 /// [`MAX_BACKOFF`].
@@ -180,7 +130,7 @@ impl Deferred {
     fn reserve(&self, size: usize) {
         let copies = self.copies.fetch_add(1, Ordering::AcqRel) + 1;
         let bytes = self.bytes.fetch_add(size, Ordering::AcqRel) + size;
-        if copies >= self.limit.copies || bytes >= self.limit.bytes {
+        if copies >= self.limit.max_copies() || bytes >= self.limit.max_bytes() {
             self.full.store(true, Ordering::Release);
             tracing::warn!(
                 copies,
@@ -195,8 +145,8 @@ impl Deferred {
         let copies = self.copies.fetch_sub(1, Ordering::AcqRel) - 1;
         let bytes = self.bytes.fetch_sub(size, Ordering::AcqRel) - size;
         if self.full.load(Ordering::Acquire)
-            && copies < self.limit.copies
-            && bytes < self.limit.bytes
+            && copies < self.limit.max_copies()
+            && bytes < self.limit.max_bytes()
         {
             self.full.store(false, Ordering::Release);
             self.room.notify_waiters();
