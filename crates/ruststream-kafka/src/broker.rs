@@ -104,7 +104,7 @@ impl KafkaBroker {
         &self,
         group_id: &str,
         group: Arc<Group>,
-        session_timeout: Option<std::time::Duration>,
+        timeouts: settings::Timeouts,
     ) -> Result<KafkaConsumer, SubscribeError> {
         let mut config = ClientConfig::new();
         config
@@ -114,7 +114,7 @@ impl KafkaBroker {
             .set("enable.auto.commit", "false")
             .set("enable.auto.offset.store", "false")
             .set("auto.offset.reset", "earliest");
-        settings::apply_session(&mut config, session_timeout);
+        timeouts.apply(&mut config);
         config
             .create_with_context(Context { group })
             .map_err(|error| SubscribeError::Refused(format!("kafka consumer: {error}")))
@@ -130,11 +130,11 @@ impl KafkaBroker {
         spec.options.check("kafka")?;
         let topic = spec.address.as_str().to_owned();
         let group_id = settings::group(&topic, &self.inner.settings, &spec.options)?;
-        let session_timeout = settings::session_timeout(&self.inner.settings, &spec.options)?;
+        let timeouts = settings::timeouts(&self.inner.settings, &spec.options)?;
         let partitions = self.exists(&topic).await?;
         self.declare_targets(&topic, &spec.declaration).await?;
         let group = Arc::new(Group::new(topic.clone()));
-        let consumer = Arc::new(self.consumer(&group_id, group.clone(), session_timeout)?);
+        let consumer = Arc::new(self.consumer(&group_id, group.clone(), timeouts)?);
         consumer
             .subscribe(&[&topic])
             .map_err(|error| SubscribeError::Refused(format!("subscribe to {topic}: {error}")))?;
@@ -161,7 +161,7 @@ impl KafkaBroker {
                 stop,
                 self.inner.closed.subscribe(),
             );
-            delays.session_timeout = session_timeout;
+            delays.session_timeout = timeouts.session;
             let delays = Arc::new(delays);
             self.move_parked(&delays).await;
             self.inner

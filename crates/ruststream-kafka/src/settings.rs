@@ -9,12 +9,19 @@ use crate::Group;
 use crate::error::ConnectError;
 
 /// The keys this broker reads.
-pub(crate) const KEYS: &[&str] = &["group", "session_timeout"];
+pub(crate) const KEYS: &[&str] = &["group", "session_timeout", "max_poll_interval"];
 
 /// The shortest and longest `session_timeout` librdkafka takes; the cluster's
 /// `group.min.session.timeout.ms` and `group.max.session.timeout.ms` (6 s and 30 min
 /// by default) bound it further, and a consumer outside them is refused at its join.
 const SESSION_RANGE: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs(3600));
+
+/// librdkafka's default session timeout (`session.timeout.ms`).
+const DEFAULT_SESSION: Duration = Duration::from_secs(45);
+
+/// The longest `max_poll_interval` librdkafka takes (`max.poll.interval.ms`, 24 h); the
+/// shortest is the session timeout.
+const MAX_POLL: Duration = Duration::from_secs(86_400);
 
 /// The prefix of the consumer group of a mount that names none: `ruststream.<topic>`,
 /// a group per topic, so that a service starting on one topic does not make every
@@ -74,7 +81,7 @@ pub(crate) fn group(
                 return Err(setting.invalid("a group name"));
             }
             "group" => group = setting.value.trim().to_owned(),
-            "session_timeout" => {}
+            "session_timeout" | "max_poll_interval" => {}
             _ => return Err(setting.unknown("kafka", KEYS)),
         }
     }
@@ -83,38 +90,79 @@ pub(crate) fn group(
         .map_or(group, |typed| typed.0.clone()))
 }
 
-/// A mount's consumer session timeout (`session_timeout`: the mount's setting, else the
-/// URL's): how long the group waits for a consumer that stopped answering (a killed
-/// process) before its partitions go to the others (the mount's delay mover's too).
-/// `None`: librdkafka's default, 45 s.
-pub(crate) fn session_timeout(
+/// A mount's consumer timeouts, from its settings (the mount's, else the URL's); `None`
+/// keeps librdkafka's default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Timeouts {
+    /// `session_timeout`: how long the group waits for a consumer that stopped answering
+    /// (a killed process) before its partitions go to the others (the mount's delay
+    /// mover's too). librdkafka's default: 45 s.
+    pub(crate) session: Option<Duration>,
+    /// `max_poll_interval`: how long the consumer may go without taking a record before
+    /// librdkafka leaves the group (its partitions go to the others), and how long a
+    /// rebalance waits for a member to join again. librdkafka's default: 5 min. A mount
+    /// whose handlers all keep their deliveries longer than that takes no record
+    /// meanwhile: raise it for such handlers.
+    pub(crate) max_poll: Option<Duration>,
+}
+
+/// The last value of `key` in `url` then `options`, within `range`, else an error saying
+/// `range_text`.
+fn duration(
     url: &[Setting],
     options: &Options,
+    key: &str,
+    range: (Duration, Duration),
+    range_text: &str,
 ) -> Result<Option<Duration>, SubscribeError> {
     let mut found = None;
     for setting in url.iter().chain(options.settings()) {
-        if setting.key == "session_timeout" {
-            let timeout = setting.duration()?;
-            if timeout < SESSION_RANGE.0 || timeout > SESSION_RANGE.1 {
-                return Err(setting.invalid(
-                    "from 1s to 1h (the cluster's group.min.session.timeout.ms and \
-                     group.max.session.timeout.ms, 6s and 30m by default, bound it further)",
-                ));
+        if setting.key == key {
+            let value = setting.duration()?;
+            if value < range.0 || value > range.1 {
+                return Err(setting.invalid(range_text));
             }
-            found = Some(timeout);
+            found = Some(value);
         }
     }
     Ok(found)
 }
 
-/// Sets a consumer's session to `timeout` where one is given (heartbeats every third of
-/// it, librdkafka's 3 s at most); librdkafka's default otherwise.
-pub(crate) fn apply_session(config: &mut rdkafka::ClientConfig, timeout: Option<Duration>) {
-    if let Some(timeout) = timeout {
-        let heartbeat = (timeout / 3).min(Duration::from_secs(3));
-        config
-            .set("session.timeout.ms", timeout.as_millis().to_string())
-            .set("heartbeat.interval.ms", heartbeat.as_millis().to_string());
+/// A mount's [`Timeouts`]. `max_poll_interval` below the session timeout is an error
+/// (librdkafka refuses such a consumer).
+pub(crate) fn timeouts(url: &[Setting], options: &Options) -> Result<Timeouts, SubscribeError> {
+    let session = duration(
+        url,
+        options,
+        "session_timeout",
+        SESSION_RANGE,
+        "from 1s to 1h (the cluster's group.min.session.timeout.ms and \
+         group.max.session.timeout.ms, 6s and 30m by default, bound it further)",
+    )?;
+    let floor = session.unwrap_or(DEFAULT_SESSION);
+    let max_poll = duration(
+        url,
+        options,
+        "max_poll_interval",
+        (floor, MAX_POLL),
+        &format!("from the session timeout ({}s) to 24h", floor.as_secs_f64()),
+    )?;
+    Ok(Timeouts { session, max_poll })
+}
+
+impl Timeouts {
+    /// Sets them on a consumer's configuration: the session (heartbeats every third of
+    /// it, librdkafka's 3 s at most) and `max.poll.interval.ms`, where given.
+    pub(crate) fn apply(&self, config: &mut rdkafka::ClientConfig) {
+        if let Some(timeout) = self.session {
+            let heartbeat = (timeout / 3).min(Duration::from_secs(3));
+            config
+                .set("session.timeout.ms", timeout.as_millis().to_string())
+                .set("heartbeat.interval.ms", heartbeat.as_millis().to_string());
+        }
+        if let Some(interval) = self.max_poll {
+            config.set("max.poll.interval.ms", interval.as_millis().to_string());
+        }
     }
 }
 
@@ -122,7 +170,7 @@ pub(crate) fn apply_session(config: &mut rdkafka::ClientConfig, timeout: Option<
 mod tests {
     use ruststream_core::{Options, Setting};
 
-    use super::{group, parse, session_timeout};
+    use super::{Timeouts, group, parse, timeouts};
     use crate::Group;
 
     #[test]
@@ -157,16 +205,19 @@ mod tests {
     #[test]
     fn a_session_timeout_is_read_from_the_mount_over_the_url() {
         use std::time::Duration;
+        let session = |url: &[Setting], options: &Options| {
+            timeouts(url, options).map(|timeouts| timeouts.session)
+        };
         let url = [Setting::new("session_timeout", "10s", "url")];
         let mut options = Options::default();
-        assert_eq!(session_timeout(&[], &options).expect("none"), None);
+        assert_eq!(session(&[], &options).expect("none"), None);
         assert_eq!(
-            session_timeout(&url, &options).expect("url"),
+            session(&url, &options).expect("url"),
             Some(Duration::from_secs(10))
         );
         options.configure(Setting::new("session_timeout", "6s", "env"));
         assert_eq!(
-            session_timeout(&url, &options).expect("mount"),
+            session(&url, &options).expect("mount"),
             Some(Duration::from_secs(6))
         );
         assert_eq!(
@@ -174,12 +225,63 @@ mod tests {
             "ruststream.t"
         );
         for bad in ["500ms", "2h", "soon"] {
-            let error = session_timeout(
+            let error = timeouts(
                 &[Setting::new("session_timeout", bad, "url")],
                 &Options::default(),
             )
             .expect_err(bad);
             assert!(error.to_string().contains("session_timeout"), "{error}");
         }
+    }
+
+    #[test]
+    fn a_max_poll_interval_is_at_least_the_session_and_reaches_librdkafka() {
+        use std::time::Duration;
+        let read = |settings: &[(&str, &str)]| {
+            let url: Vec<Setting> = settings
+                .iter()
+                .map(|(key, value)| Setting::new(*key, *value, "url"))
+                .collect();
+            timeouts(&url, &Options::default())
+        };
+        // (settings, the max_poll_interval read, or None for an error)
+        type Row = (
+            &'static [(&'static str, &'static str)],
+            Option<Option<Duration>>,
+        );
+        let table: &[Row] = &[
+            (&[], Some(None)),
+            (
+                &[("max_poll_interval", "30m")],
+                Some(Some(Duration::from_secs(1800))),
+            ),
+            // Below librdkafka's default session (45 s): refused.
+            (&[("max_poll_interval", "30s")], None),
+            // With a shorter session, 30 s is fine.
+            (
+                &[("session_timeout", "10s"), ("max_poll_interval", "30s")],
+                Some(Some(Duration::from_secs(30))),
+            ),
+            (&[("max_poll_interval", "25h")], None),
+            (&[("max_poll_interval", "later")], None),
+        ];
+        for (settings, expected) in table {
+            match (read(settings), expected) {
+                (Ok(got), Some(max_poll)) => assert_eq!(got.max_poll, *max_poll, "{settings:?}"),
+                (Err(error), None) => {
+                    assert!(error.to_string().contains("max_poll_interval"), "{error}");
+                }
+                (got, _) => panic!("{settings:?}: {got:?}"),
+            }
+        }
+        let mut config = rdkafka::ClientConfig::new();
+        Timeouts {
+            session: Some(Duration::from_secs(10)),
+            max_poll: Some(Duration::from_secs(1800)),
+        }
+        .apply(&mut config);
+        assert_eq!(config.get("max.poll.interval.ms"), Some("1800000"));
+        assert_eq!(config.get("session.timeout.ms"), Some("10000"));
+        assert_eq!(config.get("heartbeat.interval.ms"), Some("3000"));
     }
 }

@@ -45,7 +45,13 @@ impl Mover {
     /// The mover of `delays`' group, subscribed to its delay topics.
     pub(crate) fn new(delays: &Delays) -> Result<Self, KafkaError> {
         let mut config = ClientConfig::new();
-        crate::settings::apply_session(&mut config, delays.session_timeout);
+        // The mount's session (a killed process's parked partitions move on as soon as
+        // its main ones); the mover polls all the time, so librdkafka's poll interval.
+        crate::settings::Timeouts {
+            session: delays.session_timeout,
+            max_poll: None,
+        }
+        .apply(&mut config);
         let consumer: StreamConsumer = config
             .set("bootstrap.servers", &delays.servers)
             .set("group.id", format!("{}.delay", delays.group))
