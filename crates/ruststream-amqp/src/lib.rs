@@ -317,8 +317,7 @@ impl AmqpBroker {
                 settles: true,
                 requeues: found.requeues,
                 counts,
-                delays: false,
-                max_delay: None,
+                delays: None,
                 dead_letters: found.dead_letters,
                 moves: false,
             }

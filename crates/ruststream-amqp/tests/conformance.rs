@@ -131,8 +131,7 @@ impl Harness for Amqp {
             settles: true,
             requeues: true,
             counts,
-            delays: false,
-            max_delay: None,
+            delays: None,
             dead_letters,
             moves: false,
         };

@@ -17,14 +17,14 @@ pub struct Capabilities {
     /// The broker counts deliveries itself. A delivery counts when its form counts and
     /// it carries the broker's count ([`Delivery::broker_attempt`](crate::Delivery::broker_attempt)).
     pub counts: bool,
-    /// The form has its own delayed redelivery (Redis claiming through `min_idle`, a
-    /// Redis stream with a durable delay queue, the memory broker).
-    pub delays: bool,
-    /// The longest delay the form's own delayed redelivery honours (`None`: any). A
-    /// longer `retry_after` falls back to the runtime's copy, as on a form that does not
-    /// delay. A delay shorter than the form's minimum (a claiming form's `min_idle`)
-    /// still lasts the minimum.
-    pub max_delay: Option<Duration>,
+    /// The form's own delayed redelivery, and the longest delay it honours (`None`: the
+    /// form has none; [`Capabilities::ANY_DELAY`]: any delay). Redis claiming through
+    /// `min_idle` (bounded by it), a Redis stream with a durable delay queue, RabbitMQ's
+    /// delay queues, JetStream's `-NAK` with a delay, the memory broker. A longer
+    /// `retry_after` falls back to the runtime's copy, as on a form that does not delay.
+    /// A delay shorter than the form's minimum (a claiming form's `min_idle`) still lasts
+    /// the minimum.
+    pub delays: Option<Duration>,
     /// The broker enforces the attempt cap and the dead letter itself, declared to it
     /// when the subscription starts.
     pub dead_letters: bool,
@@ -42,22 +42,41 @@ impl Capabilities {
         settles: true,
         requeues: false,
         counts: false,
-        delays: false,
-        max_delay: None,
+        delays: None,
         dead_letters: false,
         moves: false,
     };
+
+    /// The bound of a form whose own delayed redelivery honours any delay.
+    pub const ANY_DELAY: Duration = Duration::MAX;
 
     /// A form that cannot settle (fire and forget): Pub/Sub, plain lists, pre-settled links.
     pub const NONE: Self = Self {
         settles: false,
         requeues: false,
         counts: false,
-        delays: false,
-        max_delay: None,
+        delays: None,
         dead_letters: false,
         moves: false,
     };
+
+    /// The bound of the form's own delayed redelivery, where it has one and it is not
+    /// [`Capabilities::ANY_DELAY`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ruststream_core::Capabilities;
+    ///
+    /// let bounded = Capabilities { delays: Some(Duration::from_secs(30)), ..Capabilities::SETTLES };
+    /// assert_eq!(bounded.max_delay(), Some(Duration::from_secs(30)));
+    /// let any = Capabilities { delays: Some(Capabilities::ANY_DELAY), ..Capabilities::SETTLES };
+    /// assert_eq!(any.max_delay(), None);
+    /// assert_eq!(Capabilities::SETTLES.max_delay(), None);
+    /// ```
+    #[inline]
+    pub fn max_delay(&self) -> Option<Duration> {
+        self.delays.filter(|&max| max != Self::ANY_DELAY)
+    }
 
     /// Whether the form's own delayed redelivery can honour a delay of `delay`.
     ///
@@ -66,8 +85,7 @@ impl Capabilities {
     /// use ruststream_core::Capabilities;
     ///
     /// let claiming = Capabilities {
-    ///     delays: true,
-    ///     max_delay: Some(Duration::from_secs(30)),
+    ///     delays: Some(Duration::from_secs(30)),
     ///     ..Capabilities::SETTLES
     /// };
     /// assert!(claiming.delays_for(Duration::from_secs(1)));
@@ -76,6 +94,6 @@ impl Capabilities {
     /// ```
     #[inline]
     pub fn delays_for(&self, delay: Duration) -> bool {
-        self.delays && self.max_delay.is_none_or(|max| delay <= max)
+        self.delays.is_some_and(|max| delay <= max)
     }
 }

@@ -45,8 +45,11 @@ const fn form(name: &'static str, f: u8) -> Form {
         settles: f & SET != 0,
         requeues: f & REQ != 0,
         counts: f & CNT != 0,
-        delays: f & DLY != 0,
-        max_delay: None,
+        delays: if f & DLY != 0 {
+            Some(Capabilities::ANY_DELAY)
+        } else {
+            None
+        },
         dead_letters: f & SDL != 0,
         moves: false,
     };
@@ -330,7 +333,7 @@ fn redis_table() {
 fn all_capabilities() -> Vec<Capabilities> {
     (0u8..32)
         .map(|bits| form("", bits).1)
-        .filter(|c| c.settles || !(c.requeues || c.delays || c.dead_letters))
+        .filter(|c| c.settles || !(c.requeues || c.delays.is_some() || c.dead_letters))
         .filter(|c| !c.dead_letters || (c.requeues && c.counts))
         .collect()
 }
@@ -402,10 +405,10 @@ fn invariants_of(verdict: Verdict, facts: Facts, caps: Capabilities, decl: &Decl
     inv(o != Original::Untouched || !caps.settles, "untouched only where it cannot settle");
     inv(!requeue || caps.requeues, "no requeue on a form that cannot requeue");
     if let Original::Settle(Settlement::RequeueAfter(d)) = o {
-        inv(caps.delays && delay == Some(d), "own delay only where the form delays, for d");
+        inv(caps.delays.is_some() && delay == Some(d), "own delay only where the form delays, for d");
     }
     if let Original::Hold(d, s) = o {
-        let ok = caps.dead_letters && !caps.delays && delay == Some(d) && s == Settlement::Requeue;
+        let ok = caps.dead_letters && caps.delays.is_none() && delay == Some(d) && s == Settlement::Requeue;
         inv(ok, "hold only on a self-dead-lettering broker without delay");
     }
     if let Some(c) = retry_copy {
@@ -437,7 +440,7 @@ fn invariants_of(verdict: Verdict, facts: Facts, caps: Capabilities, decl: &Decl
     }
     // Below the cap (or nothing declared), on a form with no delayed redelivery of its own.
     let retryable = !spent && (cap.is_some() || !dl);
-    if delay.is_some() && retryable && !(caps.delays || caps.dead_letters) {
+    if delay.is_some() && retryable && !(caps.delays.is_some() || caps.dead_letters) {
         inv(retry_copy.is_some(), "retry_after without a delay of its own: an in-process copy");
     }
     checks
@@ -452,7 +455,7 @@ fn native_delay_beyond_its_bound_falls_back() {
     let bound = Duration::from_secs(30);
     let bounded = |Form(_, caps, counts): Form| {
         let caps = Capabilities {
-            max_delay: Some(bound),
+            delays: caps.delays.map(|_| bound),
             ..caps
         };
         (caps, counts)

@@ -178,7 +178,7 @@ impl KafkaBroker {
             None
         };
         let capabilities = Capabilities {
-            delays: delays.is_some(),
+            delays: delays.is_some().then_some(Capabilities::ANY_DELAY),
             ..Capabilities::SETTLES
         };
         let acker = Arc::new(KafkaAcker {
@@ -402,7 +402,7 @@ impl Broker for KafkaBroker {
         let group =
             settings::group(spec.address.as_str(), &self.inner.settings, &spec.options).ok()?;
         Some(Capabilities {
-            delays: delay::fits(&group),
+            delays: delay::fits(&group).then_some(Capabilities::ANY_DELAY),
             ..Capabilities::SETTLES
         })
     }

@@ -57,7 +57,7 @@ impl Harness for Kafka {
     /// Settles; a delayed retry waits in a delay topic of the group's.
     fn capabilities(&self) -> Capabilities {
         Capabilities {
-            delays: true,
+            delays: Some(Capabilities::ANY_DELAY),
             ..Capabilities::SETTLES
         }
     }

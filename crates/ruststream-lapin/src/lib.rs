@@ -331,8 +331,7 @@ impl LapinBroker {
             settles: true,
             requeues: found.requeues,
             counts,
-            delays,
-            max_delay: delays.then_some(MAX_DELAY),
+            delays: delays.then_some(MAX_DELAY),
             dead_letters,
             moves: false,
         };
@@ -340,7 +339,7 @@ impl LapinBroker {
             address = %spec.address, kind = ?info.as_ref().map(|q| q.kind.as_str()),
             delivery_limit = ?info.as_ref().and_then(|q| q.delivery_limit),
             counts = capabilities.counts, dead_letters = capabilities.dead_letters,
-            delays = capabilities.delays,
+            delays = capabilities.delays.is_some(),
             "lapin: subscribing"
         );
         let prefetch = options

@@ -111,8 +111,7 @@ impl Harness for Lapin {
             settles: true,
             requeues: true,
             counts,
-            delays,
-            max_delay: delays.then_some(ruststream_lapin::MAX_DELAY),
+            delays: delays.then_some(ruststream_lapin::MAX_DELAY),
             dead_letters,
             moves: false,
         }

@@ -147,8 +147,11 @@ async fn subscription_declares_native_delays(rabbit: Rabbit, kind: &str) {
         .subscribe(SubscribeSpec::new(queue.as_str()))
         .await
         .expect("subscribe");
-    assert!(sub.capabilities.delays, "{rabbit:?} {kind}");
-    assert_eq!(sub.capabilities.max_delay, Some(MAX_DELAY));
+    assert_eq!(
+        sub.capabilities.delays,
+        Some(MAX_DELAY),
+        "{rabbit:?} {kind}"
+    );
     drop(sub);
     lapin.close().await;
 }

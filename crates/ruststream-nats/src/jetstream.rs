@@ -23,8 +23,7 @@ pub(crate) const CAPABILITIES: Capabilities = Capabilities {
     settles: true,
     requeues: true,
     counts: true,
-    delays: true,
-    max_delay: None,
+    delays: Some(ruststream_core::Capabilities::ANY_DELAY),
     dead_letters: false,
     moves: false,
 };

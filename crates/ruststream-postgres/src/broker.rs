@@ -30,8 +30,7 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     settles: true,
     requeues: true,
     counts: true,
-    delays: true,
-    max_delay: None,
+    delays: Some(ruststream_core::Capabilities::ANY_DELAY),
     dead_letters: false,
     moves: true,
 };

@@ -263,7 +263,7 @@ impl RedisBroker {
             Form::Stream(stream) => {
                 let durable = stream.delayed_retry == DelayedRetry::DurableZset;
                 let mut caps = Capabilities::SETTLES;
-                caps.delays = durable;
+                caps.delays = durable.then_some(Capabilities::ANY_DELAY);
                 self.open_stream(spec, stream.group, None, durable, count, caps)
                     .await
             }
@@ -277,10 +277,9 @@ impl RedisBroker {
                     settles: true,
                     requeues: true,
                     counts: true,
-                    delays: true,
                     // An entry comes back once idle `min_idle`: a longer delay is the
                     // runtime's copy.
-                    max_delay: Some(claiming.min_idle),
+                    delays: Some(claiming.min_idle),
                     dead_letters: false,
                     moves: false,
                 };

@@ -381,7 +381,8 @@ pub(crate) fn facts_of(form: &Form) -> Option<ruststream_core::Capabilities> {
     use ruststream_core::Capabilities;
     Some(match form {
         Form::Stream(stream) => Capabilities {
-            delays: stream.delayed_retry == DelayedRetry::DurableZset,
+            delays: (stream.delayed_retry == DelayedRetry::DurableZset)
+                .then_some(Capabilities::ANY_DELAY),
             ..Capabilities::SETTLES
         },
         Form::Claiming(claiming) if claiming.min_idle.is_zero() => return None,
@@ -389,8 +390,7 @@ pub(crate) fn facts_of(form: &Form) -> Option<ruststream_core::Capabilities> {
             settles: true,
             requeues: true,
             counts: true,
-            delays: true,
-            max_delay: Some(claiming.min_idle),
+            delays: Some(claiming.min_idle),
             dead_letters: false,
             moves: false,
         },

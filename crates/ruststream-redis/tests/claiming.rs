@@ -28,9 +28,8 @@ async fn capabilities_settle_requeue_count_and_delay() {
             settles: true,
             requeues: true,
             counts: true,
-            delays: true,
             // A longer delay is the runtime's copy.
-            max_delay: Some(MIN_IDLE),
+            delays: Some(MIN_IDLE),
             dead_letters: false,
             moves: false,
         }

@@ -332,7 +332,7 @@ async fn durable_zset_parks_on_the_streams_node_and_moves_back() {
         .delayed_retry(DelayedRetry::DurableZset);
     let mut sub = ctx.subscribe(&mail, durable, 8).await;
     let caps = sub.capabilities;
-    assert!(caps.delays);
+    assert!(caps.delays.is_some());
     let publisher = ctx.broker.publisher();
     ctx.publish(&mail, msg(1)).await;
     let d = next(&mut sub).await;

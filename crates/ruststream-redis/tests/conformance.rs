@@ -145,7 +145,7 @@ impl Harness for Redis {
         match self.form {
             Form::Stream | Form::ReliableList => Capabilities::SETTLES,
             Form::DurableZset => Capabilities {
-                delays: true,
+                delays: Some(Capabilities::ANY_DELAY),
                 ..Capabilities::SETTLES
             },
             Form::List | Form::PubSub | Form::Pattern => Capabilities::NONE,
@@ -153,9 +153,8 @@ impl Harness for Redis {
                 settles: true,
                 requeues: true,
                 counts: true,
-                delays: true,
                 // A longer delay is the runtime's copy.
-                max_delay: Some(min_idle),
+                delays: Some(min_idle),
                 dead_letters: false,
                 moves: false,
             },

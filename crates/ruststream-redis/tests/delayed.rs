@@ -26,7 +26,7 @@ async fn capabilities_settle_and_delay() {
     let ctx = ctx().await;
     let sub = ctx.subscribe("mail", durable(), 8).await;
     let mut caps = Capabilities::SETTLES;
-    caps.delays = true;
+    caps.delays = Some(Capabilities::ANY_DELAY);
     assert_eq!(sub.capabilities, caps);
     ctx.cleanup().await;
 }

@@ -390,8 +390,8 @@ impl App {
                 settles = caps.settles,
                 requeues = caps.requeues,
                 counts = caps.counts,
-                delays = caps.delays,
-                max_delay = ?caps.max_delay,
+                delays = caps.delays.is_some(),
+                max_delay = ?caps.max_delay(),
                 dead_letters_itself = caps.dead_letters,
                 max_attempts = decl.max_attempts.map(|n| n.get()),
                 dead_letter = decl.dead_letter.as_ref().map(|a| a.as_str()),
@@ -544,7 +544,7 @@ impl Running {
 /// redelivery of its own, and does not dead-letter itself (such a form holds the
 /// delivery unsettled at the broker instead, see `Original::Hold`).
 fn keeps_delays_in_process(caps: &ruststream_core::Capabilities) -> bool {
-    !(caps.delays || (caps.dead_letters && caps.requeues))
+    !(caps.delays.is_some() || (caps.dead_letters && caps.requeues))
 }
 
 /// The executable's file name, or `ruststream` where it cannot be told.

@@ -34,22 +34,19 @@ const PAYLOAD: &str = "7";
 const FULL: Capabilities = ruststream::memory::MemoryBroker::FULL;
 const SETTLES: Capabilities = Capabilities::SETTLES;
 const DELAYS: Capabilities = Capabilities {
-    delays: true,
-    max_delay: None,
+    delays: Some(ruststream_core::Capabilities::ANY_DELAY),
     ..Capabilities::SETTLES
 };
 const SELF_DL: Capabilities = Capabilities {
     settles: true,
     requeues: true,
     counts: true,
-    delays: false,
-    max_delay: None,
+    delays: None,
     dead_letters: true,
     moves: false,
 };
 const SELF_DL_DELAYS: Capabilities = Capabilities {
-    delays: true,
-    max_delay: None,
+    delays: Some(ruststream_core::Capabilities::ANY_DELAY),
     ..SELF_DL
 };
 const NONE: Capabilities = Capabilities::NONE;

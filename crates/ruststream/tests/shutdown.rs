@@ -230,8 +230,7 @@ async fn a_held_delivery_is_back_in_the_queue_after_a_graceful_stop() {
         settles: true,
         requeues: true,
         counts: true,
-        delays: false,
-        max_delay: None,
+        delays: None,
         dead_letters: true,
         moves: false,
     };

@@ -92,7 +92,7 @@ pub async fn retry_after_beyond_native_bound(h: &impl Harness) {
         return;
     }
     let caps = h.capabilities();
-    let Some(bound) = caps.max_delay.filter(|_| caps.delays) else {
+    let Some(bound) = caps.max_delay() else {
         crate::report::not_applicable(
             h.name(),
             CHECK,

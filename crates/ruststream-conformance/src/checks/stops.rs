@@ -157,7 +157,7 @@ pub async fn stop_during_delay(h: &impl Harness) {
     // The form's own delay keeps the time; a copy waiting in the process (no delay of
     // the form's own, or one past its bound) is published at the stop.
     let caps = h.capabilities();
-    if caps.delays && caps.max_delay.is_none_or(|bound| DELAY <= bound) {
+    if caps.delays_for(DELAY) {
         let waited = again.at.duration_since(first.at);
         assert!(
             waited >= DELAY,

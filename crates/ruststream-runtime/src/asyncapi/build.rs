@@ -465,10 +465,10 @@ fn capabilities(facts: &Capabilities) -> Value {
         "settles": facts.settles,
         "requeues": facts.requeues,
         "counts": facts.counts,
-        "delays": facts.delays,
+        "delays": facts.delays.is_some(),
         "deadLettersItself": facts.dead_letters,
     });
-    if let Some(max) = facts.max_delay {
+    if let Some(max) = facts.max_delay() {
         value["maxDelayMs"] = json!(millis(max));
     }
     value

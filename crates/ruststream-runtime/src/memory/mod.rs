@@ -96,8 +96,7 @@ impl MemoryBroker {
         settles: true,
         requeues: true,
         counts: true,
-        delays: true,
-        max_delay: None,
+        delays: Some(ruststream_core::Capabilities::ANY_DELAY),
         dead_letters: false,
         moves: false,
     };

@@ -159,7 +159,7 @@ impl Acker for MemoryAcker {
         let supported = match settlement {
             Settlement::Accept | Settlement::Reject | Settlement::Remove => true,
             Settlement::Requeue => caps.requeues,
-            Settlement::RequeueAfter(_) => caps.delays,
+            Settlement::RequeueAfter(_) => caps.delays.is_some(),
         };
         if !supported {
             // Not settled after all: the message stays with the broker, in its place.

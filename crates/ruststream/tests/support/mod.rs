@@ -29,8 +29,7 @@ pub fn caps(
         settles,
         requeues,
         counts,
-        delays,
-        max_delay: None,
+        delays: delays.then_some(ruststream::core::Capabilities::ANY_DELAY),
         dead_letters,
         moves: false,
     }
