@@ -364,3 +364,133 @@ mod tests {
         );
     }
 }
+
+/// The payload every adapter's bench sends: a 512-byte JSON order,
+/// `{"id":<id>,"pad":"xx…"}`, which a handler reads as an [`Order`].
+pub fn order_json(id: usize) -> Vec<u8> {
+    let mut json = format!("{{\"id\":{id},\"pad\":\"");
+    let pad = 512usize.saturating_sub(json.len() + 2);
+    json.push_str(&"x".repeat(pad));
+    json.push_str("\"}");
+    json.into_bytes()
+}
+
+/// The order [`order_json`] encodes.
+#[derive(Debug, serde::Deserialize)]
+pub struct Order {
+    /// Its number.
+    pub id: u64,
+    /// The padding that makes it 512 bytes.
+    pub pad: String,
+}
+
+/// A framework run's measured window, started by the first record a handler sees (so
+/// that start-up and the group's join are not counted).
+#[derive(Debug, Default)]
+pub struct FirstRecord {
+    window: std::sync::Mutex<Option<Window>>,
+    started: std::sync::atomic::AtomicBool,
+}
+
+impl FirstRecord {
+    /// None seen yet.
+    pub const fn new() -> Self {
+        Self {
+            window: std::sync::Mutex::new(None),
+            started: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// Forgets the last run's window.
+    pub fn reset(&self) {
+        self.started
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+        *self.lock() = None;
+    }
+
+    /// A record was seen: the first one starts the window (with `broker`'s CPU time).
+    pub fn seen(&self, broker: Option<u32>) {
+        if !self
+            .started
+            .swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            *self.lock() = Some(Window::start(broker));
+        }
+    }
+
+    /// The run of `n` messages since the first record, if one was seen.
+    pub fn end(&self, n: usize) -> Option<Run> {
+        self.lock().as_ref().map(|window| window.end(n))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Window>> {
+        self.window
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Counts a framework run's settlements up to `n`: how many failed, and the run, taken
+/// when the last one settles.
+#[derive(Debug)]
+pub struct Countdown {
+    n: usize,
+    settled: std::sync::atomic::AtomicUsize,
+    failed: std::sync::atomic::AtomicUsize,
+    finished: std::sync::OnceLock<Run>,
+    done: tokio::sync::Notify,
+}
+
+impl Countdown {
+    /// A countdown of `n` settlements, to share with an `after_settle` hook.
+    pub fn new(n: usize) -> std::sync::Arc<Self> {
+        std::sync::Arc::new(Self {
+            n,
+            settled: Default::default(),
+            failed: Default::default(),
+            finished: std::sync::OnceLock::new(),
+            done: tokio::sync::Notify::new(),
+        })
+    }
+
+    /// One settlement, `ok` or not; at the `n`-th, `end(n)` gives the run.
+    pub fn settled(&self, ok: bool, end: impl FnOnce(usize) -> Option<Run>) {
+        use std::sync::atomic::Ordering;
+        if !ok {
+            self.failed.fetch_add(1, Ordering::Relaxed);
+        }
+        if self.settled.fetch_add(1, Ordering::AcqRel) + 1 == self.n {
+            if let Some(run) = end(self.n) {
+                let _ = self.finished.set(run);
+            }
+            self.done.notify_one();
+        }
+    }
+
+    /// Waits (5 minutes at most) for the `n`-th settlement; panics if one failed.
+    pub async fn finished(&self) -> Run {
+        tokio::time::timeout(Duration::from_secs(300), self.done.notified())
+            .await
+            .expect("all settled");
+        let failed = self.failed.load(std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(failed, 0, "failed settlements");
+        *self.finished.get().expect("a window was started")
+    }
+}
+
+#[cfg(test)]
+mod order_tests {
+    #[test]
+    fn an_order_is_512_bytes_of_json() {
+        for id in [0, 7, 123_456_789] {
+            let bytes = super::order_json(id);
+            assert_eq!(bytes.len(), 512, "{id}");
+            let text = String::from_utf8(bytes).expect("text");
+            assert!(
+                text.starts_with(&format!("{{\"id\":{id},\"pad\":\"x")),
+                "{text}"
+            );
+            assert!(text.ends_with("x\"}"), "{text}");
+        }
+    }
+}

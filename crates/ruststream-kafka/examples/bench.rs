@@ -24,8 +24,7 @@
 //! window; at the end a markdown table gives the medians. The broker's CPU time is read
 //! from `/proc/<pid>/stat` of the process listening on the URL's port.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -36,42 +35,26 @@ use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{ClientConfig, Message as _};
 use ruststream::{App, Mount, Outcome, Settled, ack};
-use ruststream_conformance::cpu::{Run, Window, listener, markdown_table, port_of};
+use ruststream_conformance::cpu::{
+    Countdown, FirstRecord, Order, Run, Window, listener, markdown_table, order_json, port_of,
+};
 use ruststream_kafka::KafkaBroker;
-use serde::Deserialize;
 
 /// The broker's process, for its CPU time (found once, from the URL's port).
 static BROKER: OnceLock<Option<u32>> = OnceLock::new();
 
 /// The framework's window, started by the first record its handler sees.
-static STARTED: Mutex<Option<Window>> = Mutex::new(None);
-static STARTING: AtomicBool = AtomicBool::new(false);
+static STARTED: FirstRecord = FirstRecord::new();
 
 /// A measured window, with the broker's CPU time where its process was found.
 fn window() -> Window {
     Window::start(BROKER.get().copied().flatten())
 }
 
-#[derive(Debug, Deserialize)]
-struct Order {
-    id: u64,
-    pad: String,
-}
-
 async fn handle(order: Order) -> Outcome {
-    if !STARTING.swap(true, Ordering::Relaxed) {
-        *STARTED.lock().unwrap_or_else(PoisonError::into_inner) = Some(window());
-    }
+    STARTED.seen(BROKER.get().copied().flatten());
     std::hint::black_box((order.id, order.pad.len()));
     ack()
-}
-
-fn payload(id: usize) -> Vec<u8> {
-    let mut json = format!("{{\"id\":{id},\"pad\":\"");
-    let pad = 512 - json.len() - 2;
-    json.push_str(&"x".repeat(pad));
-    json.push_str("\"}");
-    json.into_bytes()
 }
 
 fn config(servers: &str) -> ClientConfig {
@@ -99,7 +82,7 @@ async fn fill(servers: &str, topic: &str, n: usize) {
         .expect("producer");
     let mut sent = FuturesUnordered::new();
     for id in 0..n {
-        let body = payload(id);
+        let body = order_json(id);
         let key = id.to_string();
         let record = FutureRecord::to(topic).payload(&body).key(&key);
         let report = producer
@@ -162,19 +145,10 @@ async fn raw(servers: &str, topic: &str, n: usize, every: usize) -> Run {
 
 /// The framework's run with the default sequential mount, or with `workers(n)`.
 async fn framework(url: &str, topic: &str, n: usize, workers: Option<usize>) -> Run {
-    STARTING.store(false, Ordering::Relaxed);
-    *STARTED.lock().unwrap_or_else(PoisonError::into_inner) = None;
+    STARTED.reset();
     let broker = KafkaBroker::connect(url).await.expect("connect");
-    let finished = Arc::new(OnceLock::new());
-    let done = Arc::new(tokio::sync::Notify::new());
-    let settled = Arc::new(AtomicUsize::new(0));
-    let failed = Arc::new(AtomicUsize::new(0));
-    let (f, d, c, e) = (
-        finished.clone(),
-        done.clone(),
-        settled.clone(),
-        failed.clone(),
-    );
+    let countdown = Countdown::new(n);
+    let counting = countdown.clone();
     let mut mount = Mount::new(topic);
     if let Some(workers) = workers {
         mount = mount.workers(workers);
@@ -182,29 +156,14 @@ async fn framework(url: &str, topic: &str, n: usize, workers: Option<usize>) -> 
     let running = App::new(broker)
         .mount(mount, handle)
         .after_settle(move |record: &Settled| {
-            if !record.is_ok() {
-                e.fetch_add(1, Ordering::Relaxed);
-            }
-            if c.fetch_add(1, Ordering::AcqRel) + 1 == n {
-                if let Some(window) = STARTED
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .as_ref()
-                {
-                    let _ = f.set(window.end(n));
-                }
-                d.notify_one();
-            }
+            counting.settled(record.is_ok(), |n| STARTED.end(n));
         })
         .start()
         .await
         .expect("start");
-    tokio::time::timeout(Duration::from_secs(300), done.notified())
-        .await
-        .expect("all settled");
+    let run = countdown.finished().await;
     running.stop().await.expect("stop");
-    assert_eq!(failed.load(Ordering::Relaxed), 0, "failed settlements");
-    *finished.get().expect("finished")
+    run
 }
 
 /// The `workers(n)` of the `framework-workers` variant.

@@ -24,24 +24,23 @@
 //! client's and Mosquitto's CPU µs per message over that window; at the end a markdown
 //! table gives the medians. `BENCH_ONLY=a,b` runs those variants only.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use rumqttc::v5::mqttbytes::QoS;
 use rumqttc::v5::{AsyncClient, Event, Incoming, MqttOptions};
 use ruststream::{App, Mount, Outcome, Settled, ack};
-use ruststream_conformance::cpu::{Run, Window, markdown_table};
+use ruststream_conformance::cpu::{
+    Countdown, FirstRecord, Order, Run, Window, markdown_table, order_json,
+};
 use ruststream_conformance::mosquitto::Mosquitto;
 use ruststream_mqtt::{Group, MqttBroker};
-use serde::Deserialize;
 
 /// Mosquitto's process, for its CPU time.
 static BROKER: OnceLock<Option<u32>> = OnceLock::new();
 
 /// The framework's window, started by the first message its handler sees.
-static STARTED: Mutex<Option<Window>> = Mutex::new(None);
-static STARTING: AtomicBool = AtomicBool::new(false);
+static STARTED: FirstRecord = FirstRecord::new();
 
 /// The receive maximum of the raw loop: a default sequential mount's in-flight count.
 const RECEIVE_MAXIMUM: u16 = 65;
@@ -53,26 +52,10 @@ fn window() -> Window {
     Window::start(BROKER.get().copied().flatten())
 }
 
-#[derive(Debug, Deserialize)]
-struct Order {
-    id: u64,
-    pad: String,
-}
-
 async fn handle(order: Order) -> Outcome {
-    if !STARTING.swap(true, Ordering::Relaxed) {
-        *STARTED.lock().unwrap_or_else(PoisonError::into_inner) = Some(window());
-    }
+    STARTED.seen(BROKER.get().copied().flatten());
     std::hint::black_box((order.id, order.pad.len()));
     ack()
-}
-
-fn payload(id: usize) -> Vec<u8> {
-    let mut json = format!("{{\"id\":{id},\"pad\":\"");
-    let pad = 512 - json.len() - 2;
-    json.push_str(&"x".repeat(pad));
-    json.push_str("\"}");
-    json.into_bytes()
 }
 
 /// Polls a disconnecting client's events until its connection is closed (a second at
@@ -128,7 +111,7 @@ async fn fill(port: u16, topic: &str, n: usize) {
         tokio::spawn(async move {
             for id in 0..n {
                 client
-                    .publish(topic.as_str(), QoS::AtLeastOnce, false, payload(id))
+                    .publish(topic.as_str(), QoS::AtLeastOnce, false, order_json(id))
                     .await
                     .expect("publish");
             }
@@ -203,45 +186,21 @@ async fn framework(port: u16, topic: &str, n: usize, workers: Option<usize>) -> 
     running.stop().await.expect("stop");
     fill(port, topic, n).await;
 
-    STARTING.store(false, Ordering::Relaxed);
-    *STARTED.lock().unwrap_or_else(PoisonError::into_inner) = None;
+    STARTED.reset();
     let broker = MqttBroker::connect(&url).await.expect("connect");
-    let finished = Arc::new(OnceLock::new());
-    let done = Arc::new(tokio::sync::Notify::new());
-    let settled = Arc::new(AtomicUsize::new(0));
-    let failed = Arc::new(AtomicUsize::new(0));
-    let (f, d, c, e) = (
-        finished.clone(),
-        done.clone(),
-        settled.clone(),
-        failed.clone(),
-    );
+    let countdown = Countdown::new(n);
+    let counting = countdown.clone();
     let running = App::new(broker)
         .mount(mount(topic, &group, workers), handle)
         .after_settle(move |record: &Settled| {
-            if !record.is_ok() {
-                e.fetch_add(1, Ordering::Relaxed);
-            }
-            if c.fetch_add(1, Ordering::AcqRel) + 1 == n {
-                if let Some(window) = STARTED
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .as_ref()
-                {
-                    let _ = f.set(window.end(n));
-                }
-                d.notify_one();
-            }
+            counting.settled(record.is_ok(), |n| STARTED.end(n));
         })
         .start()
         .await
         .expect("start");
-    tokio::time::timeout(Duration::from_secs(300), done.notified())
-        .await
-        .expect("all settled");
+    let run = countdown.finished().await;
     running.stop().await.expect("stop");
-    assert_eq!(failed.load(Ordering::Relaxed), 0, "failed settlements");
-    *finished.get().expect("finished")
+    run
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]

@@ -31,16 +31,15 @@
 
 use std::sync::Arc;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer::pull, stream};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use ruststream::{App, Mount, Outcome, Settled, ack};
-use ruststream_conformance::cpu::{Run, Window, listener, markdown_table, port_of};
+use ruststream_conformance::cpu::{
+    Countdown, Order, Run, Window, listener, markdown_table, order_json, port_of,
+};
 use ruststream_nats::{JetStream, NatsBroker};
-use serde::Deserialize;
 
 /// The NATS server's process, for its CPU time (found once, from the URL's port).
 static BROKER: OnceLock<Option<u32>> = OnceLock::new();
@@ -50,23 +49,9 @@ fn window() -> Window {
     Window::start(BROKER.get().copied().flatten())
 }
 
-#[derive(Debug, Deserialize)]
-struct Order {
-    id: u64,
-    pad: String,
-}
-
 async fn handle(order: Order) -> Outcome {
     std::hint::black_box((order.id, order.pad.len()));
     ack()
-}
-
-fn payload(id: usize) -> Vec<u8> {
-    let mut json = format!("{{\"id\":{id},\"pad\":\"");
-    let pad = 512 - json.len() - 2;
-    json.push_str(&"x".repeat(pad));
-    json.push_str("\"}");
-    json.into_bytes()
 }
 
 /// A fresh stream `name` holding `subject`, filled with `n` messages.
@@ -82,7 +67,7 @@ async fn fill(js: &jetstream::Context, name: &str, subject: &str, n: usize) {
     let mut acks = FuturesUnordered::new();
     for id in 0..n {
         let ack = js
-            .publish(subject.to_owned(), payload(id).into())
+            .publish(subject.to_owned(), order_json(id).into())
             .await
             .expect("publish");
         acks.push(std::future::IntoFuture::into_future(ack));
@@ -154,18 +139,9 @@ async fn framework(
 ) -> Run {
     let broker = NatsBroker::connect(url).await.expect("connect");
     let started = Arc::new(OnceLock::new());
-    let finished = Arc::new(OnceLock::new());
-    let done = Arc::new(tokio::sync::Notify::new());
-    let settled = Arc::new(AtomicUsize::new(0));
-    let failed = Arc::new(AtomicUsize::new(0));
-    let (s, s_end, f, d, c, e) = (
-        started.clone(),
-        started.clone(),
-        finished.clone(),
-        done.clone(),
-        settled.clone(),
-        failed.clone(),
-    );
+    let (s, s_end) = (started.clone(), started.clone());
+    let countdown = Countdown::new(n);
+    let counting = countdown.clone();
     let mut mount = Mount::new(subject);
     if let Some(workers) = workers {
         mount = mount.workers(workers);
@@ -179,25 +155,16 @@ async fn framework(
             let _ = s.set(window());
         })
         .after_settle(move |record: &Settled| {
-            if !record.is_ok() {
-                e.fetch_add(1, Ordering::Relaxed);
-            }
-            if c.fetch_add(1, Ordering::AcqRel) + 1 == n {
-                if let Some(window) = s_end.get() {
-                    let _ = f.set(window.end(n));
-                }
-                d.notify_one();
-            }
+            counting.settled(record.is_ok(), |n| {
+                s_end.get().map(|window: &Window| window.end(n))
+            });
         })
         .start()
         .await
         .expect("start");
-    tokio::time::timeout(Duration::from_secs(300), done.notified())
-        .await
-        .expect("all settled");
+    let run = countdown.finished().await;
     running.stop().await.expect("stop");
-    assert_eq!(failed.load(Ordering::Relaxed), 0, "failed settlements");
-    *finished.get().expect("finished")
+    run
 }
 
 /// The `workers(n)` of the `framework-workers` variant.
