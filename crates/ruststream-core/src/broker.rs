@@ -10,7 +10,7 @@ use futures_core::Stream;
 
 use crate::{
     Address, Attached, Bindings, Capabilities, ConsumeError, Delivery, Drain, Inspect, Message,
-    PublishError, Setting, SubscribeError,
+    PublishError, PublishErrorKind, Setting, SubscribeError,
 };
 
 /// A boxed, sendable future.
@@ -118,6 +118,48 @@ pub struct Replies {
 pub trait Publish: Send + Sync + 'static {
     /// Publishes `message` to `to`; on failure the message comes back in the error.
     fn publish(&self, to: Address, message: Message) -> BoxFuture<'_, Result<(), PublishError>>;
+
+    /// What this publisher already knows it would refuse for good, without sending
+    /// anything: a message over a size limit the broker announced, an address the
+    /// broker can never take. `Ok(())` means nothing known against it, not a promise
+    /// that the publish will succeed; that is the default.
+    ///
+    /// The runtime asks before it settles an original whose retry copy is published
+    /// later from the process (`retry_after` where the broker has no delays of its
+    /// own): a copy refused then would be lost, so the original stays with the broker
+    /// instead.
+    ///
+    /// ```
+    /// use ruststream_core::{Address, BoxFuture, Message, Publish, PublishError, PublishErrorKind};
+    ///
+    /// /// A publisher whose broker takes at most 1,024 bytes.
+    /// struct Small;
+    ///
+    /// impl Publish for Small {
+    ///     fn publish(&self, to: Address, message: Message) -> BoxFuture<'_, Result<(), PublishError>> {
+    ///         Box::pin(async move {
+    ///             match self.check(&to, &message) {
+    ///                 Ok(()) => Ok(()),
+    ///                 Err(kind) => Err(PublishError { address: to.to_string(), kind, message }),
+    ///             }
+    ///         })
+    ///     }
+    ///
+    ///     fn check(&self, _: &Address, message: &Message) -> Result<(), PublishErrorKind> {
+    ///         match message.payload.len() {
+    ///             size if size > 1024 => Err(PublishErrorKind::TooLarge { size, limit: 1024 }),
+    ///             _ => Ok(()),
+    ///         }
+    ///     }
+    /// }
+    ///
+    /// let large = Message::new(vec![0u8; 2048]);
+    /// assert!(Small.check(&Address::new("orders"), &large).is_err());
+    /// ```
+    fn check(&self, to: &Address, message: &Message) -> Result<(), PublishErrorKind> {
+        let _ = (to, message);
+        Ok(())
+    }
 }
 
 /// What the runtime asks of a broker when a mount starts.

@@ -315,3 +315,48 @@ async fn a_copy_refused_for_good_is_handed_back_later_each_time() {
     within("stop", running.stop()).await.expect("clean stop");
     assert_eq!(memory.ready("q"), 1, "the original came back");
 }
+
+/// A delayed retry copy published from the process (`retry_after` where the form has no
+/// delays of its own) that the broker is known to refuse for good
+/// ([`Publish::check`](ruststream_core::Publish::check): too large once the retry count
+/// is added). Settling the original first would leave the copy as the only trace of the
+/// message, and a copy that never goes out is lost at the next stop. So the original is
+/// kept with the broker, handed back later each time as for an immediate copy refused,
+/// and it is still there after the stop. Without the check it ran once, was settled, and
+/// the stop gave its copy up.
+#[tokio::test(start_paused = true)]
+async fn a_delayed_copy_known_to_be_refused_keeps_its_original() {
+    let calls = Calls::default();
+    let seen = Seen::default();
+    let memory = MemoryBroker::with_capabilities(Capabilities::SETTLES);
+    let running = App::new(Faulty::new(memory.clone()).too_large_for("q"))
+        .shutdown_timeout(std::time::Duration::from_secs(2))
+        .mount(Mount::new("q"), {
+            let calls = calls.clone();
+            move |n: u32| {
+                calls.record(1, &Default::default(), n.to_string().as_bytes());
+                std::future::ready(ruststream::retry_after(std::time::Duration::from_secs(30)))
+            }
+        })
+        .after_settle(seen.hook())
+        .start()
+        .await
+        .expect("starts");
+    memory
+        .publisher()
+        .publish(Address::new("q"), ruststream_core::Message::new("0"))
+        .await
+        .expect("published");
+    wait_until("the refusal", || !seen.all().is_empty()).await;
+    assert_eq!(
+        seen.all()[0],
+        Kind::Other("message too large (1 bytes, limit 0)".into())
+    );
+    let q = queue(&memory, "q");
+    assert_eq!((q.ready, q.unsettled), (0, 1), "the original is held");
+    tokio::time::sleep(std::time::Duration::from_secs(10)).await;
+    // Handled at 0 s, handed back after 1, 2 and 4 s: at 1, 3 and 7 s.
+    assert_eq!(payloads(&calls), ["0"; 4]);
+    within("stop", running.stop()).await.expect("clean stop");
+    assert_eq!(memory.ready("q"), 1, "the original came back");
+}

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use ruststream_core::{
     AckError, Address, BoxFuture, Capabilities, Delivery, HeaderValue, Message, Original, Plan,
-    RETRY_COUNT, Settlement, Settling,
+    PublishError, RETRY_COUNT, Settlement, Settling,
 };
 
 use super::Runtime;
@@ -36,12 +36,7 @@ fn hand_back_after(delivery: Delivery, after: Duration, from: &Address, runtime:
 /// original is kept unsettled, longer at each refusal of the same message
 /// ([`Refused`](super::refused::Refused)), and handed back, so that nothing is lost and
 /// the consumer does not spin on it.
-fn refused_for_good(
-    delivery: Delivery,
-    error: &ruststream_core::PublishError,
-    from: &Address,
-    runtime: &Runtime,
-) {
+fn refused_for_good(delivery: Delivery, error: &PublishError, from: &Address, runtime: &Runtime) {
     let keep = runtime.refused.keep_for(from, &error.message);
     let what = if error.message.headers.get(RETRY_COUNT).is_some() {
         "retry copy"
@@ -83,7 +78,10 @@ impl Future for Execution {
 /// The delivery's visits see the copy before it goes out, and are told whether it did.
 /// An immediate copy is published before the original is settled; if it cannot be
 /// published the original is left unsettled, so a failure duplicates rather than
-/// loses. A delayed copy is scheduled once the original is out of the way.
+/// loses. A delayed copy is scheduled once the original is out of the way, unless the
+/// publisher already knows the broker will refuse it for good
+/// ([`Publish::check`](ruststream_core::Publish::check)): then the original is kept, as
+/// for an immediate copy refused.
 ///
 /// An outcome the form cannot carry out ([`Original::Unsupported`]) leaves the delivery
 /// as it is: on a form that settles, unsettled for a while and then handed back.
@@ -179,7 +177,7 @@ pub(super) fn execute(
                         }
                     },
                 );
-                return Err(SettleError::Copy(ruststream_core::PublishError {
+                return Err(SettleError::Copy(PublishError {
                     address,
                     kind,
                     message: Message::default(),
@@ -188,6 +186,20 @@ pub(super) fn execute(
             sents.tell(Ok(()));
             return Ok(settle_now(delivery, original, settles, &subscription, &runtime)?.await?);
         };
+        // Once the original is settled the delayed copy is the message: one the broker is
+        // known to refuse for good would be lost. The original stays with the broker.
+        if let Err(kind) = runtime.publish.check(&to, &message)
+            && !kind.is_transient()
+        {
+            let error = PublishError {
+                address: to.to_string(),
+                kind,
+                message,
+            };
+            sents.tell(Err(&error));
+            refused_for_good(delivery, &error, &subscription, &runtime);
+            return Err(error.into());
+        }
         let settled = match settle_now(delivery, original, settles, &subscription, &runtime) {
             Ok(settling) => settling.await,
             Err(error) => Err(error),

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use ruststream_core::{Address, BoxFuture, Message, Publish, PublishError};
+use ruststream_core::{Address, BoxFuture, Message, Publish, PublishError, PublishErrorKind};
 
 /// Makes the middleware of the service's publisher (the one handlers and
 /// [`App::publisher`](crate::App::publisher) use, and replies; not the runtime's own
@@ -54,5 +54,9 @@ pub(crate) struct Published {
 impl Publish for Published {
     fn publish(&self, to: Address, message: Message) -> BoxFuture<'_, Result<(), PublishError>> {
         self.middleware.publish(to, message, &*self.inner)
+    }
+
+    fn check(&self, to: &Address, message: &Message) -> Result<(), PublishErrorKind> {
+        self.inner.check(to, message)
     }
 }

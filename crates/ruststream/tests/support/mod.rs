@@ -493,6 +493,17 @@ impl Publish for FaultyPublish {
         }
         self.inner.publish(to, message)
     }
+
+    /// The limit is known ahead, as a broker that announces it.
+    fn check(&self, to: &Address, message: &Message) -> Result<(), PublishErrorKind> {
+        if self.too_large.contains(to) {
+            return Err(PublishErrorKind::TooLarge {
+                size: message.payload.len(),
+                limit: 0,
+            });
+        }
+        self.inner.check(to, message)
+    }
 }
 
 /// The Redis the tests that need one use: `RUSTSTREAM_REDIS_URL`, by default
