@@ -50,6 +50,9 @@ pub(crate) struct Connector {
     state: Mutex<State>,
     closed: watch::Sender<bool>,
     links: AtomicU64,
+    /// The largest message the broker's links announced last (`max-message-size` of an
+    /// attach; RabbitMQ's `max_message_size`, one for the node), or 0 while none has.
+    max_message: AtomicU64,
     /// The version the broker announced (`open` frame's properties).
     announced: crate::transport::Announced,
 }
@@ -80,6 +83,7 @@ impl Connector {
             state: Mutex::new(State { connection: None }),
             closed: watch::Sender::new(false),
             links: AtomicU64::new(0),
+            max_message: AtomicU64::new(0),
             announced: crate::transport::Announced::default(),
         };
         let connection = connector.open().await?;
@@ -97,6 +101,18 @@ impl Connector {
     /// The container id announced in the open frame.
     pub(crate) fn container_id(&self) -> &str {
         &self.container_id
+    }
+
+    /// Notes the largest message a link's attach announced (`None`: no limit said).
+    pub(crate) fn announced_max_message(&self, size: Option<u64>) {
+        if let Some(size) = size {
+            self.max_message.store(size, Ordering::Relaxed);
+        }
+    }
+
+    /// The largest message the broker announced, or 0 while it has not.
+    pub(crate) fn max_message(&self) -> u64 {
+        self.max_message.load(Ordering::Relaxed)
     }
 
     /// A link name unique on this connector: `<container>-<kind>-<n>`.

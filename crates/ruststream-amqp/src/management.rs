@@ -107,6 +107,7 @@ impl Management {
                 .attach(&mut session)
                 .await
                 .map_err(|e| ManagementError::Unavailable(e.to_string()))?;
+            connector.announced_max_message(sender.max_message_size());
             let receiver = Receiver::builder()
                 .name(receiving)
                 .source(NODE)

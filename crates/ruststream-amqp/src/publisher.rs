@@ -16,7 +16,7 @@ use fe2o3_amqp::link::{SendError, Sender, SenderAttachError, SessionStopReason};
 use fe2o3_amqp::session::SessionHandle;
 use fe2o3_amqp_types::definitions::SenderSettleMode;
 use fe2o3_amqp_types::definitions::{AmqpError, ErrorCondition};
-use fe2o3_amqp_types::messaging::{Data, Outcome};
+use fe2o3_amqp_types::messaging::{Data, Message as AmqpMessage, Outcome};
 use ruststream_core::{Address, BoxFuture, Message, Publish, PublishError, PublishErrorKind};
 use tokio::sync::Mutex;
 
@@ -157,6 +157,10 @@ impl AmqpPublisher {
                 Ok(delivery) => delivery,
                 Err(e) => {
                     *slot = None;
+                    if let SendError::MessageSizeExceeded(exceeded) = &e {
+                        self.connector
+                            .announced_max_message(Some(exceeded.max_size));
+                    }
                     return Err(send_failure(e));
                 }
             }
@@ -225,7 +229,11 @@ impl AmqpPublisher {
                 .attach(s)
                 .await;
             match attached {
-                Ok(sender) => return Ok(sender),
+                Ok(sender) => {
+                    self.connector
+                        .announced_max_message(sender.max_message_size());
+                    return Ok(sender);
+                }
                 Err(SenderAttachError::SessionStopped(
                     SessionStopReason::RemoteEndedWithError(error),
                 )) if error.condition == ErrorCondition::AmqpError(AmqpError::NotFound) => {
@@ -297,7 +305,96 @@ fn send_failure(e: SendError) -> Failure {
 }
 
 impl Publish for AmqpPublisher {
+    /// A message whose encoding is over the largest the broker's links announced (on
+    /// RabbitMQ known from the first subscribe or publish on).
+    fn check(&self, _: &Address, message: &Message) -> Result<(), PublishErrorKind> {
+        too_large(
+            message,
+            self.connector.options.durable,
+            self.connector.max_message(),
+        )
+    }
+
     fn publish(&self, to: Address, message: Message) -> BoxFuture<'_, Result<(), PublishError>> {
         Box::pin(async move { self.send(&to, message).await })
+    }
+}
+
+/// Whether `message`, encoded, is over `limit` (0: none known). Encoded exactly only near
+/// the limit: below it, a bound on the sections' framing settles it.
+fn too_large(message: &Message, durable: bool, limit: u64) -> Result<(), PublishErrorKind> {
+    if limit == 0 {
+        return Ok(());
+    }
+    let bound = message.payload.len()
+        + message
+            .headers
+            .iter()
+            .map(|(name, value)| name.as_str().len() + value.as_bytes().len() + 16)
+            .sum::<usize>()
+        + 256;
+    if u64::try_from(bound).unwrap_or(u64::MAX) <= limit {
+        return Ok(());
+    }
+    let size = encoded_size(&encode(message, durable)).unwrap_or(usize::MAX);
+    match u64::try_from(size) {
+        Ok(encoded) if encoded <= limit => Ok(()),
+        _ => Err(PublishErrorKind::TooLarge {
+            size,
+            limit: usize::try_from(limit).unwrap_or(usize::MAX),
+        }),
+    }
+}
+
+/// The size of `message` encoded as a transfer carries it: its sections one after the
+/// other (the sections `encode` makes).
+fn encoded_size(message: &AmqpMessage<Data>) -> Result<usize, serde_amqp::Error> {
+    let mut size = serde_amqp::serialized_size(&message.body)?;
+    if let Some(header) = &message.header {
+        size += serde_amqp::serialized_size(header)?;
+    }
+    if let Some(properties) = &message.properties {
+        size += serde_amqp::serialized_size(properties)?;
+    }
+    if let Some(application) = &message.application_properties {
+        size += serde_amqp::serialized_size(application)?;
+    }
+    Ok(size)
+}
+
+#[cfg(test)]
+mod tests {
+    use ruststream_core::{HeaderValue, Message, PublishErrorKind};
+
+    use fe2o3_amqp_types::messaging::message::__private::Serializable;
+
+    use super::too_large;
+    use crate::message::encode;
+
+    /// The size the check works out is the size the link sends: the encoded message.
+    #[test]
+    fn the_check_sizes_a_message_as_it_is_encoded() {
+        let mut message = Message::new(vec![b'x'; 4000]);
+        message
+            .headers
+            .insert("x-ruststream-retry-count", HeaderValue::from(3u32));
+        message
+            .headers
+            .insert("message-id", HeaderValue::from("m-1"));
+        for durable in [false, true] {
+            // What the link sends: fe2o3-amqp's own encoding of the whole message.
+            let whole = Serializable(encode(&message, durable));
+            let encoded = serde_amqp::to_vec(&whole).expect("encodes").len();
+            let limit = u64::try_from(encoded).expect("fits");
+            assert_eq!(too_large(&message, durable, limit), Ok(()));
+            assert_eq!(
+                too_large(&message, durable, limit - 1),
+                Err(PublishErrorKind::TooLarge {
+                    size: encoded,
+                    limit: encoded - 1
+                })
+            );
+            assert_eq!(too_large(&message, durable, 0), Ok(()), "no limit known");
+        }
     }
 }

@@ -41,7 +41,13 @@ pub(crate) struct MqttPublisher {
 }
 
 impl MqttPublisher {
-    async fn send(&self, to: &Address, message: &Message) -> Result<(), PublishErrorKind> {
+    /// The message's properties, unless the publish would be refused for good before
+    /// anything is sent: a bad topic, or a packet over MQTT's limit or the server's.
+    fn admit(
+        &self,
+        to: &Address,
+        message: &Message,
+    ) -> Result<rumqttc::v5::mqttbytes::v5::PublishProperties, PublishErrorKind> {
         if let Some(why) = topic::name_problem(to.as_str()) {
             return Err(PublishErrorKind::BadAddress(why.into()));
         }
@@ -69,6 +75,11 @@ impl MqttPublisher {
                 return Err(PublishErrorKind::TooLarge { size, limit });
             }
         }
+        Ok(properties)
+    }
+
+    async fn send(&self, to: &Address, message: &Message) -> Result<(), PublishErrorKind> {
+        let properties = self.admit(to, message)?;
         let deadline = tokio::time::Instant::now() + WAIT_FOR_CONNECTION;
         let answer = loop {
             let handed = self.outbox.hand(|client| {
@@ -108,6 +119,12 @@ fn upper_size(to: &Address, message: &Message) -> usize {
 }
 
 impl Publish for MqttPublisher {
+    /// A bad topic, or a packet over MQTT's limit or over the Maximum Packet Size the
+    /// server announced in its last CONNACK.
+    fn check(&self, to: &Address, message: &Message) -> Result<(), PublishErrorKind> {
+        self.admit(to, message).map(drop)
+    }
+
     fn publish(&self, to: Address, message: Message) -> BoxFuture<'_, Result<(), PublishError>> {
         Box::pin(async move {
             let mut sent = self.send(&to, &message).await;

@@ -19,15 +19,14 @@ impl NatsPublisher {
         Self { inner }
     }
 
-    async fn send(&self, to: &Address, message: &Message) -> Result<(), PublishErrorKind> {
-        if self.inner.is_closed() {
-            return Err(PublishErrorKind::Closed);
-        }
-        // Not queued in the client while the connection is down: it would reach the
-        // server after the reconnect, after this publish was reported failed.
-        if matches!(*self.inner.link.borrow(), Link::Down(_)) {
-            return Err(PublishErrorKind::Disconnected);
-        }
+    /// The message's headers in NATS form, unless the publish would be refused for good
+    /// before anything is sent: a subject NATS does not take, headers it cannot carry, or
+    /// a message over the server's `max_payload`.
+    fn admit(
+        &self,
+        to: &Address,
+        message: &Message,
+    ) -> Result<async_nats::HeaderMap, PublishErrorKind> {
         names::check_subject(to.as_str(), false).map_err(PublishErrorKind::BadAddress)?;
         let headers = headers::to_nats(&message.headers).map_err(PublishErrorKind::Refused)?;
         // Over the server's max_payload the server answers `Maximum Payload Violation` and
@@ -37,6 +36,19 @@ impl NatsPublisher {
         if size > limit {
             return Err(PublishErrorKind::TooLarge { size, limit });
         }
+        Ok(headers)
+    }
+
+    async fn send(&self, to: &Address, message: &Message) -> Result<(), PublishErrorKind> {
+        if self.inner.is_closed() {
+            return Err(PublishErrorKind::Closed);
+        }
+        // Not queued in the client while the connection is down: it would reach the
+        // server after the reconnect, after this publish was reported failed.
+        if matches!(*self.inner.link.borrow(), Link::Down(_)) {
+            return Err(PublishErrorKind::Disconnected);
+        }
+        let headers = self.admit(to, message)?;
         let subject = to.as_str().to_owned();
         let payload = message.payload.clone();
         if self.inner.is_core(to) {
@@ -69,6 +81,11 @@ fn kind(to: &Address, error: &async_nats::jetstream::context::PublishError) -> P
 }
 
 impl Publish for NatsPublisher {
+    /// A subject NATS does not take, or a message over the server's `max_payload`.
+    fn check(&self, to: &Address, message: &Message) -> Result<(), PublishErrorKind> {
+        self.admit(to, message).map(drop)
+    }
+
     fn publish(&self, to: Address, message: Message) -> BoxFuture<'_, Result<(), PublishError>> {
         Box::pin(async move {
             match self.send(&to, &message).await {
