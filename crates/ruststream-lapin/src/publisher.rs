@@ -1,6 +1,7 @@
 //! Publishing with publisher confirms.
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
@@ -21,7 +22,8 @@ use crate::probe::reply_code;
 /// `basic.ack`, and a `basic.return` says nothing of which publish it answers, so only
 /// a channel with a single publish in flight ties a return to its message. A publish resolves when the broker confirmed it; a
 /// `basic.nack`, a `basic.return` (no queue took it), a missing exchange, and a channel
-/// the broker closed over the message are `PublishErrorKind::Refused`. A lost
+/// the broker closed over the message are `PublishErrorKind::Refused`, except a message
+/// over the broker's `max_message_size`, which is `TooLarge` with the broker's limit. A lost
 /// connection is retried until the connection options' `publish_timeout`, then the
 /// message is handed back as `Disconnected` (a message written before the connection
 /// dropped may then be there twice).
@@ -31,6 +33,9 @@ pub struct LapinPublisher {
     idle: Mutex<Vec<Channel>>,
     permits: Semaphore,
     exchanges: Mutex<HashSet<String>>,
+    /// The broker's `max_message_size` as its last refusal of a message over it said (AMQP
+    /// 0-9-1 announces none), or 0 while none has.
+    max_message: AtomicUsize,
 }
 
 /// How many publishes are in flight at once, each on a confirm channel of its own.
@@ -38,6 +43,7 @@ pub const PUBLISH_CHANNELS: usize = 32;
 
 enum Failure {
     Refused(String),
+    TooLarge { size: usize, limit: usize },
     Retry(String),
 }
 
@@ -48,6 +54,7 @@ impl LapinPublisher {
             idle: Mutex::new(Vec::new()),
             permits: Semaphore::new(PUBLISH_CHANNELS),
             exchanges: Mutex::new(HashSet::new()),
+            max_message: AtomicUsize::new(0),
         }
     }
 
@@ -225,6 +232,10 @@ impl LapinPublisher {
             match self.attempt(target, &message.payload, &properties).await {
                 Ok(()) => return Ok(()),
                 Err(Failure::Refused(why)) => return fail(PublishErrorKind::Refused(why), message),
+                Err(Failure::TooLarge { size, limit }) => {
+                    self.max_message.store(limit, Ordering::Relaxed);
+                    return fail(PublishErrorKind::TooLarge { size, limit }, message);
+                }
                 Err(Failure::Retry(why)) => {
                     let delay = backoff.next_delay();
                     if self.connector.is_closed() {
@@ -257,18 +268,64 @@ fn retry(e: lapin::Error) -> Failure {
     Failure::Retry(e.to_string())
 }
 
-/// The broker closing the channel over the message (a soft error) refuses it; anything
-/// else (the connection, a channel not open) is worth another try.
+/// The broker closing the channel over the message (a soft error) refuses it, for good
+/// where it says the message is over its `max_message_size`; anything else (the
+/// connection, a channel not open) is worth another try.
 fn classify(e: lapin::Error) -> Failure {
-    if e.is_amqp_soft_error() {
-        Failure::Refused(e.to_string())
-    } else {
-        Failure::Retry(e.to_string())
+    if !e.is_amqp_soft_error() {
+        return Failure::Retry(e.to_string());
     }
+    let why = e.to_string();
+    match over_max_size(&why) {
+        Some((size, limit)) => Failure::TooLarge { size, limit },
+        None => Failure::Refused(why),
+    }
+}
+
+/// The sizes in RabbitMQ's refusal of a message over its limit: `PRECONDITION_FAILED -
+/// message size 16777217 is larger than configured max size 16777216` (3.8 to 4.x).
+fn over_max_size(why: &str) -> Option<(usize, usize)> {
+    let (_, rest) = why.split_once("message size ")?;
+    let (size, rest) = rest.split_once(" is larger than configured max size ")?;
+    let limit = rest.split(|c: char| !c.is_ascii_digit()).next()?;
+    Some((size.parse().ok()?, limit.parse().ok()?))
 }
 
 impl Publish for LapinPublisher {
     fn publish(&self, to: Address, message: Message) -> BoxFuture<'_, Result<(), PublishError>> {
         Box::pin(self.send(to, message))
+    }
+
+    /// A body over the broker's `max_message_size`, once a refusal has said it (RabbitMQ
+    /// compares the body alone).
+    fn check(&self, _: &Address, message: &Message) -> Result<(), PublishErrorKind> {
+        match self.max_message.load(Ordering::Relaxed) {
+            0 => Ok(()),
+            limit if message.payload.len() > limit => Err(PublishErrorKind::TooLarge {
+                size: message.payload.len(),
+                limit,
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::over_max_size;
+
+    #[test]
+    fn rabbitmqs_refusal_of_a_large_message_gives_both_sizes() {
+        let said = "protocol error: AMQP soft error: PRECONDITION-FAILED: PRECONDITION_FAILED \
+                    - message size 16777217 is larger than configured max size 16777216";
+        assert_eq!(over_max_size(said), Some((16_777_217, 16_777_216)));
+        assert_eq!(
+            over_max_size("PRECONDITION_FAILED - inequivalent arg 'x-max-length'"),
+            None
+        );
+        assert_eq!(
+            over_max_size("message size x is larger than configured max size 1"),
+            None
+        );
     }
 }

@@ -170,3 +170,67 @@ async fn concurrent_publishes_each_get_their_own_answer_3() {
 async fn concurrent_publishes_each_get_their_own_answer_4() {
     concurrent_publishes_each_get_their_own_answer(Rabbit::V4).await;
 }
+
+/// RabbitMQ's `max_message_size` (16 MiB by default on RabbitMQ 4, 128 MiB on 3.x), as
+/// the node has it.
+fn max_message_size(rabbit: Rabbit) -> usize {
+    let said = rabbit.ctl(&[
+        "-q",
+        "eval",
+        "application:get_env(rabbit, max_message_size).",
+    ]);
+    said.trim()
+        .strip_prefix("{ok,")
+        .and_then(|rest| rest.strip_suffix('}'))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no max_message_size in the node's settings: {said}"))
+}
+
+/// A message over the broker's `max_message_size`: AMQP 0-9-1 announces no limit, so
+/// the broker closes the channel over it, naming its limit. That is `TooLarge` with the
+/// broker's limit (a copy refused so is not tried again for ever), the message comes
+/// back, the next publishes go on, and `Publish::check` knows the limit from then on.
+#[tokio::test]
+async fn a_message_over_max_message_size_is_too_large_naming_the_limit_4() {
+    let rabbit = Rabbit::V4;
+    let limit = max_message_size(rabbit);
+    let queue = unique("large");
+    declare(rabbit, &[(queue.clone(), QueueSpec::classic())]);
+    let broker = broker(rabbit).await;
+    let publisher = broker.publisher();
+    let large = Message::new(vec![b'x'; limit + 1]);
+    assert_eq!(
+        publisher.check(&queue.as_str().into(), &large),
+        Ok(()),
+        "nothing known before the broker said it"
+    );
+    let error = publisher
+        .publish(queue.as_str().into(), large.clone())
+        .await
+        .expect_err("over the limit");
+    assert_eq!(
+        error.kind,
+        PublishErrorKind::TooLarge {
+            size: limit + 1,
+            limit
+        },
+        "{error}"
+    );
+    assert_eq!(
+        error.message.payload, large.payload,
+        "the message comes back"
+    );
+    assert_eq!(
+        publisher.check(&queue.as_str().into(), &large),
+        Err(PublishErrorKind::TooLarge {
+            size: limit + 1,
+            limit
+        })
+    );
+    publisher
+        .publish(queue.as_str().into(), Message::new("small"))
+        .await
+        .expect("the next publish goes on");
+    assert_eq!(waiting(rabbit, &queue).await, 1);
+    broker.close().await;
+}
