@@ -55,10 +55,14 @@ pub(crate) async fn listen(
 ) {
     loop {
         tokio::select! {
+            // The broker closes its pool only after saying it is closed: checked first, so
+            // the listener's failure on the closed pool is not taken for a lost connection.
+            biased;
             _ = closed(&mut watching) => return,
             received = listener.try_recv() => match received {
                 Ok(Some(notification)) => wake.queue(notification.payload()),
                 Ok(None) => wake.all(),
+                Err(_) if *watching.borrow() => return,
                 Err(error) => {
                     tracing::warn!(%error, "postgres: listen failed; retrying");
                     wake.all();
