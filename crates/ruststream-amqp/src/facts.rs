@@ -132,7 +132,7 @@ async fn inspect(
             )));
         }
     }
-    dead_letter_queue(management, declaration, options.declare.is_some()).await?;
+    dead_letter_queue(management, declaration, options.declare, major).await?;
     if info.kind == "classic" && info.dlx.is_some() && declaration.is_declared() {
         tracing::warn!(queue = %name,
             "amqp: the classic queue has a dead-letter exchange: besides what drop() rejects, \
@@ -155,12 +155,16 @@ async fn inspect(
 
 /// The queue the mount's dead letter names (a queue, not an exchange) must exist, or
 /// every message at the cap comes back for ever (a copy to a missing queue is refused
-/// and the original handed back): made where the mount declares (durable, classic),
-/// else a missing one is `SubscribeError::BadAddress` with the fix.
+/// and the original handed back): made where the mount declares, durable and of the
+/// mount's type (classic for a stream's: a stream keeps what is read, so the dead-letter
+/// tools could not remove a letter), with the arguments a mount on it with default
+/// options declares, so the service's own mount on its dead letters finds the queue as
+/// it would make it. Else a missing one is `SubscribeError::BadAddress` with the fix.
 async fn dead_letter_queue(
     management: &mut Management,
     declaration: &Declaration,
-    declares: bool,
+    declares: Option<QueueType>,
+    major: Option<u32>,
 ) -> Result<(), SubscribeError> {
     let Some((exchange, Some(dead))) = declaration
         .dead_letter
@@ -182,15 +186,19 @@ async fn dead_letter_queue(
     if answer.status != 404 {
         return Ok(());
     }
-    if !declares {
+    let Some(kind) = declares else {
         return Err(SubscribeError::BadAddress(format!(
             "no dead-letter queue {dead}: every message at the cap would come back; fix: make \
              it (`rabbitmqadmin declare queue name={dead} durable=true`), or let the service \
              declare it (declare=classic or declare=quorum)"
         )));
-    }
-    let body = arguments(QueueType::Classic, &Declaration::default(), None)
-        .map_err(SubscribeError::BadOption)?;
+    };
+    let kind = match kind {
+        QueueType::Stream => QueueType::Classic,
+        other => other,
+    };
+    let body =
+        arguments(kind, &Declaration::default(), major).map_err(SubscribeError::BadOption)?;
     let made = management
         .request("PUT", &path, Some(body))
         .await

@@ -75,3 +75,52 @@ async fn declare_classic_declares_the_dead_letter_queue_too() {
     rabbitmq4(&["ctl", "delete_queue", &queue], None);
     rabbitmq4(&["ctl", "delete_queue", &dead], None);
 }
+
+/// The `type` of `queue` as `rabbitmqctl` lists it.
+fn kind(queue: &str) -> String {
+    rabbitmq4(
+        &[
+            "ctl",
+            "list_queues",
+            "-q",
+            "--no-table-headers",
+            "name",
+            "type",
+        ],
+        None,
+    )
+    .lines()
+    .find_map(|line| {
+        let (name, kind) = line.split_once('\t')?;
+        (name.trim() == queue).then(|| kind.trim().to_owned())
+    })
+    .unwrap_or_else(|| panic!("no queue {queue}"))
+}
+
+/// A service that mounts a handler on its own dead letters, both mounts declaring
+/// `quorum` (as a URL's `declare=quorum` gives every mount): the dead-letter queue the
+/// first mount made is of the mount's type, so the second mount finds the queue it
+/// declares. Made classic whatever the mount's type, the second mount was refused
+/// ("a classic queue, declared quorum").
+#[tokio::test]
+async fn a_mount_on_the_dead_letters_finds_the_queue_as_it_would_make_it() {
+    let (queue, dead) = (unique("own"), unique("own-dead"));
+    let broker = broker().await;
+    let declared = |address: &str, declaration: Declaration| {
+        let mut spec = ruststream_core::SubscribeSpec::new(address);
+        spec.options
+            .configure(Setting::new("declare", "quorum", "url"));
+        spec.declaration = declaration;
+        spec
+    };
+    let _orders = subscribe(&broker, declared(&queue, capped(&dead))).await;
+    assert_eq!(kind(&dead), "quorum", "of the mount's type");
+    let letters = broker
+        .subscribe(declared(&dead, Declaration::default()))
+        .await
+        .expect("the dead-letter queue is as the mount declares it");
+    assert!(letters.capabilities.counts, "a quorum queue counts");
+    broker.close().await;
+    rabbitmq4(&["ctl", "delete_queue", &queue], None);
+    rabbitmq4(&["ctl", "delete_queue", &dead], None);
+}

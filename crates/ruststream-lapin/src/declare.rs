@@ -96,7 +96,11 @@ pub(crate) async fn find_out(
             binding.key.map(|k| format!("/{k}")).unwrap_or_default()
         )));
     }
-    dead_letter_exists(connection, spec, kind.is_some()).await?;
+    let dead_kind = match kind {
+        Some(kind) => Some((kind, version.major().await)),
+        None => None,
+    };
+    dead_letter_exists(connection, spec, dead_kind).await?;
     if limit::applies(&info, options.queue.delivery_limit) {
         let major = version.major().await;
         match limit::check_queue(
@@ -117,14 +121,18 @@ pub(crate) async fn find_out(
 /// Where the mount's dead letter goes must exist, or every message at the cap comes back
 /// again (a dead letter RabbitMQ cannot route is refused, and the delivery handed back).
 /// A queue (the default exchange routes by its name) is made if missing where the mount
-/// declares (durable, classic: not passive, so that a missing queue costs no refusal;
-/// one that exists with other arguments refuses it, logged by lapin, and is left as it
-/// is), else checked; an exchange (`/exchanges/X/K`) is the operator's to make and bind,
-/// and only checked. A missing one is `SubscribeError::BadAddress` with the fix.
+/// declares, durable and of the type the mount's queue is declared (a quorum queue by
+/// default), with the arguments a mount on it with default options declares: so the
+/// service's own mount on its dead letters (`declare` the same) finds the queue as it
+/// would make it, and costs no refusal. Not passive, so that a missing queue costs no
+/// refusal either; one that exists with other arguments refuses it, logged by lapin, and
+/// is left as it is. Else it is checked. An exchange (`/exchanges/X/K`) is the
+/// operator's to make and bind, and only checked. A missing one is
+/// `SubscribeError::BadAddress` with the fix.
 async fn dead_letter_exists(
     connection: &Connection,
     spec: &SubscribeSpec,
-    declares: bool,
+    declares: Option<(QueueType, Option<u32>)>,
 ) -> Result<(), SubscribeError> {
     let Some(address) = spec.declaration.dead_letter.as_ref() else {
         return Ok(());
@@ -136,13 +144,15 @@ async fn dead_letter_exists(
         return exchange_exists(connection, &exchange).await;
     }
     let Some(dead) = key else { return Ok(()) };
-    if declares {
+    if let Some((kind, major)) = declares {
+        let arguments = queue::arguments(kind, &ruststream_core::Declaration::default(), major)
+            .map_err(SubscribeError::BadOption)?;
         let channel = open(connection).await?;
         match channel
             .queue_declare(
                 dead.as_str().into(),
                 QueueDeclareOptions::durable(),
-                FieldTable::default(),
+                arguments,
             )
             .await
         {
@@ -176,7 +186,7 @@ async fn dead_letter_exists(
             Ok(())
         }
         Err(e) if probe::reply_code(&e) == Some(404) => {
-            let how = if declares {
+            let how = if declares.is_some() {
                 "the user may not declare it (no configure permission)"
             } else {
                 "declare=never"

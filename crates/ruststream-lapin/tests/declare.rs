@@ -51,9 +51,10 @@ async fn a_missing_queue_is_declared_as_a_quorum_queue_by_default(rabbit: Rabbit
     let made = listed(rabbit, &queue).expect("the queue exists");
     assert!(made.contains("quorum"), "{made}");
     assert!(made.contains("x-delivery-limit"), "{made}");
+    let made_dead = listed(rabbit, &dead).expect("the dead-letter queue exists");
     assert!(
-        listed(rabbit, &dead).is_some(),
-        "the dead-letter queue exists"
+        made_dead.contains("quorum"),
+        "of the mount's type: {made_dead}"
     );
     broker
         .publisher()
@@ -179,11 +180,39 @@ async fn declare_classic_declares_the_dead_letter_queue_too(rabbit: Rabbit) {
     assert!(!sub.capabilities.dead_letters, "the runtime dead-letters");
     let made = listed(rabbit, &queue).expect("the queue exists");
     assert!(made.contains("classic"), "{made}");
+    let made_dead = listed(rabbit, &dead).expect("the dead-letter queue exists");
     assert!(
-        listed(rabbit, &dead).is_some(),
-        "the dead-letter queue exists"
+        made_dead.contains("classic"),
+        "of the mount's type: {made_dead}"
     );
     routable(&broker, &dead).await;
+    broker.close().await;
+    support::delete(rabbit, &queue).await;
+    support::delete(rabbit, &dead).await;
+}
+
+/// A service that mounts a handler on its own dead letters, both mounts declaring the
+/// same type (`declare=quorum`, as a URL gives every mount): the dead-letter queue the
+/// first mount made is the queue the second declares. When it was made classic
+/// whatever the mount's type, the second mount was refused ("a classic queue, declared
+/// quorum"), and without `declare` it cost a channel refusal that lapin logs at ERROR.
+async fn a_mount_on_the_dead_letters_finds_the_queue_as_it_would_make_it(rabbit: Rabbit) {
+    let (queue, dead) = (unique("dlq-own"), unique("dlq-own-dead"));
+    let broker = broker(rabbit).await;
+    let declared = |mut spec: SubscribeSpec| {
+        spec.options
+            .configure(Setting::new("declare", "quorum", "url"));
+        spec
+    };
+    let _orders = broker
+        .subscribe(declared(mounted(&queue, &dead)))
+        .await
+        .expect("declared");
+    let letters = broker
+        .subscribe(declared(SubscribeSpec::new(dead.as_str())))
+        .await
+        .expect("the dead-letter queue is a quorum queue as the mount declares it");
+    assert!(letters.capabilities.counts, "a quorum queue counts");
     broker.close().await;
     support::delete(rabbit, &queue).await;
     support::delete(rabbit, &dead).await;
@@ -246,6 +275,7 @@ on_both!(
     declare_never_refuses_a_missing_queue,
     the_dead_letter_queue_is_declared_for_an_existing_queue,
     declare_classic_declares_the_dead_letter_queue_too,
+    a_mount_on_the_dead_letters_finds_the_queue_as_it_would_make_it,
     declare_never_refuses_a_missing_dead_letter_queue,
     a_missing_dead_letter_exchange_is_refused
 );
