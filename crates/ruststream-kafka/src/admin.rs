@@ -62,6 +62,24 @@ pub(crate) async fn create(servers: &str, topic: &str) -> Result<(), String> {
     .await
 }
 
+/// Makes `topic` with `partitions` partitions and the cluster's default replication; one
+/// that exists already (another process made it first) is no error.
+pub(crate) async fn create_partitioned(
+    servers: &str,
+    topic: &str,
+    partitions: i32,
+) -> Result<(), String> {
+    match create_with(
+        servers,
+        NewTopic::new(topic, partitions, TopicReplication::Fixed(-1)),
+    )
+    .await
+    {
+        Err(why) if why.contains("TopicAlreadyExists") => Ok(()),
+        other => other,
+    }
+}
+
 /// Kafka's `max.message.bytes` of a topic that does not set it (and of a broker whose
 /// `message.max.bytes` is its default): the largest record batch a topic takes.
 pub(crate) const KAFKA_MAX_MESSAGE: usize = 1_048_588;

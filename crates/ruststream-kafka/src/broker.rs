@@ -131,7 +131,24 @@ impl KafkaBroker {
         let topic = spec.address.as_str().to_owned();
         let group_id = settings::group(&topic, &self.inner.settings, &spec.options)?;
         let timeouts = settings::timeouts(&self.inner.settings, &spec.options)?;
-        let partitions = self.exists(&topic).await?;
+        let partitions = match (
+            self.exists(&topic).await,
+            settings::partitions(&self.inner.settings, &spec.options)?,
+        ) {
+            (Err(SubscribeError::BadAddress(_)), Some(partitions)) => {
+                admin::create_partitioned(&self.inner.servers, &topic, partitions)
+                    .await
+                    .map_err(|why| {
+                        SubscribeError::Refused(format!(
+                            "no topic {topic}, and it cannot be made ({why}): create it, or \
+                             allow this client to"
+                        ))
+                    })?;
+                tracing::info!(%topic, partitions, "kafka: topic made");
+                self.exists(&topic).await?
+            }
+            (found, _) => found?,
+        };
         self.declare_targets(&topic, &spec.declaration).await?;
         let group = Arc::new(Group::new(topic.clone()));
         let consumer = Arc::new(self.consumer(&group_id, group.clone(), timeouts)?);
@@ -288,7 +305,9 @@ impl KafkaBroker {
             .map_err(|_| SubscribeError::Closed)?
             .map_err(|error| SubscribeError::Disconnected(error.to_string()))?;
         found.ok_or_else(|| {
-            SubscribeError::BadAddress(format!("no topic {topic} (create it first)"))
+            SubscribeError::BadAddress(format!(
+                "no topic {topic} (create it first, or let the mount make it: partitions=N)"
+            ))
         })
     }
 }

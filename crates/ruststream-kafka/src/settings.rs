@@ -9,7 +9,15 @@ use crate::Group;
 use crate::error::ConnectError;
 
 /// The keys this broker reads.
-pub(crate) const KEYS: &[&str] = &["group", "session_timeout", "max_poll_interval"];
+pub(crate) const KEYS: &[&str] = &[
+    "group",
+    "session_timeout",
+    "max_poll_interval",
+    "partitions",
+];
+
+/// The most partitions `partitions` makes a topic with.
+const MAX_PARTITIONS: i32 = 10_000;
 
 /// The shortest and longest `session_timeout` librdkafka takes; the cluster's
 /// `group.min.session.timeout.ms` and `group.max.session.timeout.ms` (6 s and 30 min
@@ -81,7 +89,7 @@ pub(crate) fn group(
                 return Err(setting.invalid("a group name"));
             }
             "group" => group = setting.value.trim().to_owned(),
-            "session_timeout" | "max_poll_interval" => {}
+            "session_timeout" | "max_poll_interval" | "partitions" => {}
             _ => return Err(setting.unknown("kafka", KEYS)),
         }
     }
@@ -123,6 +131,27 @@ fn duration(
                 return Err(setting.invalid(range_text));
             }
             found = Some(value);
+        }
+    }
+    Ok(found)
+}
+
+/// `partitions`, the mount's setting else the URL's: where the mount's topic is missing,
+/// it is made with this many partitions (and the cluster's replication), as `declare`
+/// makes a queue on RabbitMQ. `None`: a missing topic stops the start, since a consumer
+/// of a topic nobody made would wait for ever.
+pub(crate) fn partitions(
+    url: &[Setting],
+    options: &Options,
+) -> Result<Option<i32>, SubscribeError> {
+    let mut found = None;
+    for setting in url.iter().chain(options.settings()) {
+        if setting.key == "partitions" {
+            let n: i32 = setting.number()?;
+            if !(1..=MAX_PARTITIONS).contains(&n) {
+                return Err(setting.invalid(format!("from 1 to {MAX_PARTITIONS}")));
+            }
+            found = Some(n);
         }
     }
     Ok(found)
@@ -170,7 +199,7 @@ impl Timeouts {
 mod tests {
     use ruststream_core::{Options, Setting};
 
-    use super::{Timeouts, group, parse, timeouts};
+    use super::{Timeouts, group, parse, partitions, timeouts};
     use crate::Group;
 
     #[test]
@@ -283,5 +312,27 @@ mod tests {
         assert_eq!(config.get("max.poll.interval.ms"), Some("1800000"));
         assert_eq!(config.get("session.timeout.ms"), Some("10000"));
         assert_eq!(config.get("heartbeat.interval.ms"), Some("3000"));
+    }
+
+    #[test]
+    fn partitions_are_a_whole_number_the_mount_sets_over_the_url() {
+        let url = [Setting::new("partitions", "3", "url")];
+        let mut options = Options::default();
+        assert_eq!(partitions(&[], &options).expect("none"), None);
+        assert_eq!(partitions(&url, &options).expect("url"), Some(3));
+        options.configure(Setting::new("partitions", "6", "env"));
+        assert_eq!(partitions(&url, &options).expect("mount"), Some(6));
+        for bad in ["0", "-1", "three", "10001"] {
+            let error = partitions(
+                &[Setting::new("partitions", bad, "url")],
+                &Options::default(),
+            )
+            .expect_err(bad);
+            assert!(error.to_string().contains("partitions"), "{bad}: {error}");
+        }
+        assert_eq!(
+            group("t", &url, &Options::default()).expect("a key this broker reads"),
+            "ruststream.t"
+        );
     }
 }

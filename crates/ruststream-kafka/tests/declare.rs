@@ -107,3 +107,75 @@ async fn a_dead_letter_name_kafka_refuses_stops_the_start() {
         "{said}"
     );
 }
+
+/// The partitions of `topic` as the cluster describes it (0 where it has none).
+async fn partitions_of(topic: &str) -> usize {
+    let consumer: rdkafka::consumer::BaseConsumer = support::config().create().expect("a client");
+    let topic = topic.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let metadata = rdkafka::consumer::Consumer::fetch_metadata(
+            &consumer,
+            Some(&topic),
+            Duration::from_secs(10),
+        )
+        .expect("metadata");
+        metadata
+            .topics()
+            .iter()
+            .find(|t| t.name() == topic)
+            .map_or(0, |t| t.partitions().len())
+    })
+    .await
+    .expect("no panic")
+}
+
+/// A mount's own topic missing: by default the start stops and says how to go on
+/// (create it, or `partitions=N`); with `partitions=3` (the URL's or the mount's) the
+/// mount makes it with three partitions and reads what is published to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_topic_stops_the_start_unless_partitions_makes_it() {
+    let topic = support::unique("made-by-mount");
+    let plain = broker().await;
+    match plain.subscribe(SubscribeSpec::new(topic.as_str())).await {
+        Err(ruststream_core::SubscribeError::BadAddress(why)) => {
+            assert!(why.contains(&format!("no topic {topic}")), "{why}");
+            assert!(why.contains("partitions=N"), "{why}");
+        }
+        Err(other) => panic!("refused for another reason: {other}"),
+        Ok(_) => panic!("subscribed to a topic nobody made"),
+    }
+    assert!(!exists(&topic).await, "nothing made by default");
+    plain.close().await;
+
+    support::bootstrap();
+    let url = format!("{}?partitions=3", support::url());
+    let making = KafkaBroker::connect(&url).await.expect("connected");
+    let mut subscription = making
+        .subscribe(SubscribeSpec::new(topic.as_str()))
+        .await
+        .expect("the topic is made");
+    assert_eq!(partitions_of(&topic).await, 3);
+    making
+        .publisher()
+        .publish(
+            topic.as_str().into(),
+            ruststream_core::Message::new("first"),
+        )
+        .await
+        .expect("published");
+    let delivery = tokio::time::timeout(Duration::from_secs(30), subscription.deliveries.next())
+        .await
+        .expect("a delivery within 30 s")
+        .expect("open")
+        .expect("a delivery");
+    assert_eq!(&delivery.payload()[..], b"first");
+    delivery.settle(Settlement::Accept).await.expect("settled");
+    drop(subscription);
+    // Made already: a second mount finds it as it is.
+    let again = making
+        .subscribe(SubscribeSpec::new(topic.as_str()))
+        .await
+        .expect("found");
+    drop(again);
+    making.close().await;
+}
