@@ -55,6 +55,8 @@ pub(crate) fn event(state: &LinkState, event: &async_nats::Event) {
         async_nats::Event::Closed => {
             state.send_replace(Link::Closed);
         }
+        // The broker's own close drains the client: nothing to warn of.
+        async_nats::Event::Draining => tracing::debug!("nats: the client drains"),
         other => tracing::warn!(event = %other, "nats: client event"),
     }
 }
