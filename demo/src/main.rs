@@ -12,6 +12,9 @@
 //! cargo run -p demo -- --broker amqp://guest:guest@127.0.0.1:5673
 //! cargo run -p demo -- --broker 'amqp091://guest:guest@127.0.0.1:5672/%2f?declare=classic'
 //! cargo run -p demo -- --broker nats://127.0.0.1:4222
+//! cargo run -p demo -- --broker postgres://postgres@127.0.0.1:5432/test
+//! cargo run -p demo -- --broker 'kafka://127.0.0.1:9092?partitions=3'
+//! cargo run -p demo -- --broker mqtt://127.0.0.1:1883
 //! RUSTSTREAM_BROKER_URL=redis://127.0.0.1:6379 cargo run -p demo
 //! cargo run -p demo -- --broker redis://127.0.0.1:6379 dead-letters list demo.orders.dead
 //! cargo run -p demo -- asyncapi --format yaml   # its AsyncAPI 3.0 document
@@ -208,11 +211,19 @@ async fn run(
         eprintln!("demo: publish failed: {error}");
     }
 
-    // ok 1 + bad 1 + flaky 2 + slow 2 + doomed 3 + its dead letter 1 + garbage 1.
+    // ok 1 + bad 1 + flaky 2 + slow 2 + doomed 3 + its dead letter 1 + garbage 1. A broker
+    // that dead-letters by itself (a quorum queue) also moves what is dropped (order 2,
+    // the garbage) to the dead letters, whose handler settles those too: once the demo's
+    // own are in, what comes within half a second more is shown as well.
     let expected = if setup.keep_dead_letters { 10 } else { 11 };
     let mut seen = 0;
-    while seen < expected {
-        match tokio::time::timeout(Duration::from_secs(10), settled.recv()).await {
+    loop {
+        let wait = if seen < expected {
+            Duration::from_secs(10)
+        } else {
+            Duration::from_millis(500)
+        };
+        match tokio::time::timeout(wait, settled.recv()).await {
             Ok(Some(line)) => {
                 println!("{line}");
                 seen += 1;
@@ -224,19 +235,22 @@ async fn run(
         println!("demo: serving http://{addr}/metrics, /ready, /health; Ctrl-C to stop");
         let _ = tokio::signal::ctrl_c().await;
     }
-    if let Some(addr) = running.http_addr() {
-        println!("demo: serving http://{addr}/metrics, /ready, /health; Ctrl-C to stop");
-        let _ = tokio::signal::ctrl_c().await;
-    }
     let result = running.stop().await;
     if let Some(tracing) = tracing
         && let Err(error) = tracing.provider().shutdown()
     {
         eprintln!("demo: the last spans were not exported: {error}");
     }
-    println!("demo: {seen} of {expected} settlements seen");
+    if seen > expected {
+        println!(
+            "demo: {seen} settlements seen: the {expected} every broker shows, and {} of what the broker dead-lettered itself",
+            seen - expected
+        );
+    } else {
+        println!("demo: {seen} of {expected} settlements seen");
+    }
     result.map_err(|e| e.to_string())?;
-    if seen == expected {
+    if seen >= expected {
         Ok(())
     } else {
         Err(format!("only {seen} of {expected} settlements seen"))
