@@ -12,6 +12,9 @@
 //! tool) still costs one such line per differing argument: AMQP 0-9-1 tells a queue's
 //! arguments only through refusals.
 
+use std::collections::HashSet;
+use std::sync::{Mutex, PoisonError};
+
 use lapin::Connection;
 use lapin::options::QueueDeclareOptions;
 use lapin::types::FieldTable;
@@ -23,6 +26,28 @@ use crate::queue::{self, QueueInfo, QueueType};
 use crate::server::Version;
 use ruststream_rabbitmq::limit;
 
+/// The dead-letter queues a broker made classic for mounts that name no type: a mount of
+/// its own on one of them (a handler on the service's dead letters) then declares it as
+/// it was made, and meets no refusal.
+#[derive(Debug, Default)]
+pub(crate) struct Made(Mutex<HashSet<String>>);
+
+impl Made {
+    fn insert(&self, queue: &str) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(queue.to_owned());
+    }
+
+    fn contains(&self, queue: &str) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(queue)
+    }
+}
+
 /// What `queue` is (made first if the options let it and it is missing); `None` where
 /// the broker's answer could not be read (the defaults apply).
 pub(crate) async fn find_out(
@@ -30,7 +55,7 @@ pub(crate) async fn find_out(
     queue: &str,
     options: &SubscribeOptions,
     spec: &SubscribeSpec,
-    version: &Version,
+    (version, made): (&Version, &Made),
 ) -> Result<Option<QueueInfo>, SubscribeError> {
     if options.reply_queue {
         return Ok(Some(QueueInfo {
@@ -39,7 +64,12 @@ pub(crate) async fn find_out(
         }));
     }
     let hints = queue::hints(&spec.declaration);
-    let kind = (!options.never_declare).then(|| options.declare.unwrap_or(QueueType::Quorum));
+    let implied = if made.contains(queue) {
+        QueueType::Classic
+    } else {
+        QueueType::Quorum
+    };
+    let kind = (!options.never_declare).then(|| options.declare.unwrap_or(implied));
     let declare = match kind {
         Some(kind) => {
             let major = version.major().await;
@@ -96,11 +126,19 @@ pub(crate) async fn find_out(
             binding.key.map(|k| format!("/{k}")).unwrap_or_default()
         )));
     }
-    let dead_kind = match kind {
-        Some(kind) => Some((kind, version.major().await)),
-        None => None,
+    // The dead-letter queue is of the type the mount names; a classic one where it names
+    // none, which the dead-letter tools can browse over AMQP 0-9-1 (a quorum queue would
+    // count every message browsed as a delivery).
+    let dead_kind = match (kind, options.declare) {
+        (None, _) => None,
+        (Some(_), Some(named)) => Some((named, version.major().await)),
+        (Some(_), None) => Some((QueueType::Classic, version.major().await)),
     };
-    dead_letter_exists(connection, spec, dead_kind).await?;
+    if let Some(dead) = dead_letter_exists(connection, spec, dead_kind).await?
+        && options.declare.is_none()
+    {
+        made.insert(&dead);
+    }
     if limit::applies(&info, options.queue.delivery_limit) {
         let major = version.major().await;
         match limit::check_queue(
@@ -121,29 +159,28 @@ pub(crate) async fn find_out(
 /// Where the mount's dead letter goes must exist, or every message at the cap comes back
 /// again (a dead letter RabbitMQ cannot route is refused, and the delivery handed back).
 /// A queue (the default exchange routes by its name) is made if missing where the mount
-/// declares, durable and of the type the mount's queue is declared (a quorum queue by
-/// default), with the arguments a mount on it with default options declares: so the
-/// service's own mount on its dead letters (`declare` the same) finds the queue as it
-/// would make it, and costs no refusal. Not passive, so that a missing queue costs no
-/// refusal either; one that exists with other arguments refuses it, logged by lapin, and
-/// is left as it is. Else it is checked. An exchange (`/exchanges/X/K`) is the
-/// operator's to make and bind, and only checked. A missing one is
-/// `SubscribeError::BadAddress` with the fix.
+/// declares, durable and of the type `declares` says, with the arguments a mount on it
+/// with default options declares: so the service's own mount on its dead letters finds
+/// the queue as it would make it, and costs no refusal. Not passive, so that a missing
+/// queue costs no refusal either; one that exists with other arguments refuses it,
+/// logged by lapin, and is left as it is. Else it is checked. An exchange
+/// (`/exchanges/X/K`) is the operator's to make and bind, and only checked. A missing
+/// one is `SubscribeError::BadAddress` with the fix. `Some(queue)`: the queue declared.
 async fn dead_letter_exists(
     connection: &Connection,
     spec: &SubscribeSpec,
     declares: Option<(QueueType, Option<u32>)>,
-) -> Result<(), SubscribeError> {
+) -> Result<Option<String>, SubscribeError> {
     let Some(address) = spec.declaration.dead_letter.as_ref() else {
-        return Ok(());
+        return Ok(None);
     };
     let Some((exchange, key)) = ruststream_rabbitmq::dead_letter_target(address) else {
-        return Ok(());
+        return Ok(None);
     };
     if !exchange.is_empty() {
-        return exchange_exists(connection, &exchange).await;
+        return exchange_exists(connection, &exchange).await.map(|()| None);
     }
-    let Some(dead) = key else { return Ok(()) };
+    let Some(dead) = key else { return Ok(None) };
     if let Some((kind, major)) = declares {
         let arguments = queue::arguments(kind, &ruststream_core::Declaration::default(), major)
             .map_err(SubscribeError::BadOption)?;
@@ -159,10 +196,10 @@ async fn dead_letter_exists(
             Ok(_) => {
                 let _ = channel.close(200, "declared".into()).await;
                 tracing::debug!(queue = %dead, "lapin: dead-letter queue declared (made if missing)");
-                return Ok(());
+                return Ok(Some(dead));
             }
             // It exists, with other arguments.
-            Err(e) if probe::reply_code(&e) == Some(406) => return Ok(()),
+            Err(e) if probe::reply_code(&e) == Some(406) => return Ok(None),
             // No configure permission: whether it exists, below.
             Err(e) if probe::reply_code(&e) == Some(403) => {}
             Err(e) => {
@@ -183,7 +220,7 @@ async fn dead_letter_exists(
     {
         Ok(_) => {
             let _ = channel.close(200, "checked".into()).await;
-            Ok(())
+            Ok(None)
         }
         Err(e) if probe::reply_code(&e) == Some(404) => {
             let how = if declares.is_some() {

@@ -274,6 +274,8 @@ pub struct LapinBroker {
     url_settings: Vec<Setting>,
     /// The broker's version (its queues' defaults depend on it).
     version: server::Version,
+    /// The dead-letter queues it made classic.
+    made: declare::Made,
 }
 
 impl LapinBroker {
@@ -302,6 +304,7 @@ impl LapinBroker {
             tasks: Mutex::new(Vec::new()),
             url_settings,
             version,
+            made: declare::Made::default(),
         })
     }
 
@@ -382,7 +385,14 @@ impl LapinBroker {
             .connection()
             .await
             .map_err(SubscribeError::Disconnected)?;
-        declare::find_out(&connection, queue, options, spec, &self.version).await
+        declare::find_out(
+            &connection,
+            queue,
+            options,
+            spec,
+            (&self.version, &self.made),
+        )
+        .await
     }
 }
 

@@ -1,7 +1,8 @@
 //! What an operator sees: a service's start with default options logs no ERROR line
 //! from lapin (a refusal to the adapter's own queue declarations closes the channel, and
 //! lapin logs every channel the server closes at ERROR). Both the first start, which
-//! makes the queue and its dead-letter queue, and the next, which finds them.
+//! makes the queue and its dead-letter queue, and the next, which finds them; also a
+//! service with a handler on its own dead letters.
 
 mod support;
 
@@ -118,5 +119,46 @@ async fn a_request_client_logs_no_error() {
         broker.close().await;
         let logged = lapin_errors();
         assert!(logged.is_empty(), "{rabbit:?}: lapin logged {logged:#?}");
+    }
+}
+
+/// A service with a handler on its own dead letters, mounted after the mount whose dead
+/// letters they are (as mounts start in order), all with default options: the first
+/// mount makes the dead-letter queue classic (which the dead-letter tools browse over
+/// AMQP 0-9-1), and the second declares it as it was made. Before, the second declared
+/// a quorum queue and the broker refused it, which lapin logs at ERROR on every start.
+/// Also where the dead-letter queue was made with no arguments at all (by hand, or by an
+/// earlier version of this crate).
+#[tokio::test]
+async fn a_handler_on_the_services_own_dead_letters_logs_no_error() {
+    errors();
+    for rabbit in [Rabbit::V3, Rabbit::V4] {
+        for made_before in [false, true] {
+            let (queue, dead) = (unique("own"), unique("own-dead"));
+            if made_before {
+                support::declare_plain(rabbit, &dead);
+            }
+            for start in ["first", "second"] {
+                let broker = broker(rabbit).await;
+                let mut orders = SubscribeSpec::new(queue.as_str());
+                orders.declaration.max_attempts = NonZeroU32::new(5);
+                orders.declaration.dead_letter = Some(Address::from(dead.as_str()));
+                let orders = broker.subscribe(orders).await.expect("subscribes");
+                let letters = broker
+                    .subscribe(SubscribeSpec::new(dead.as_str()))
+                    .await
+                    .expect("subscribes");
+                assert!(!letters.capabilities.counts, "a classic queue");
+                drop((orders, letters));
+                broker.close().await;
+                let logged = lapin_errors();
+                assert!(
+                    logged.is_empty(),
+                    "{rabbit:?}, made before {made_before}, {start} start: lapin logged {logged:#?}"
+                );
+            }
+            support::delete(rabbit, &queue).await;
+            support::delete(rabbit, &dead).await;
+        }
     }
 }

@@ -191,8 +191,22 @@ impl QueueSpec {
     }
 }
 
+/// Declares `queue` on `rabbit` durable and with no arguments at all, as a hand or an
+/// older tool makes a queue.
+pub fn declare_plain(rabbit: Rabbit, queue: &str) {
+    declare_with(rabbit, &[(queue.to_owned(), FieldTable::default())]);
+}
+
 /// Declares the queues on `rabbit` from any context (a thread with a runtime of its own).
 pub fn declare(rabbit: Rabbit, queues: &[(String, QueueSpec)]) {
+    let queues: Vec<(String, FieldTable)> = queues
+        .iter()
+        .map(|(name, spec)| (name.clone(), spec.arguments()))
+        .collect();
+    declare_with(rabbit, &queues);
+}
+
+fn declare_with(rabbit: Rabbit, queues: &[(String, FieldTable)]) {
     let url = rabbit.url();
     let queues = queues.to_vec();
     std::thread::spawn(move || {
@@ -210,12 +224,12 @@ pub fn declare(rabbit: Rabbit, queues: &[(String, QueueSpec)]) {
                     )
                 });
             let channel = connection.create_channel().await.expect("channel");
-            for (name, spec) in &queues {
+            for (name, arguments) in &queues {
                 channel
                     .queue_declare(
                         name.as_str().into(),
                         QueueDeclareOptions::durable(),
-                        spec.arguments(),
+                        arguments.clone(),
                     )
                     .await
                     .unwrap_or_else(|e| panic!("declare {name}: {e}"));
