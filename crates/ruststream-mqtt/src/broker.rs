@@ -105,11 +105,18 @@ impl MqttBroker {
         }
         let mounted = settings::mounted(filter, &self.inner.url.settings, &spec.options)?;
         let declaration = &spec.declaration;
-        for target in [&declaration.dead_letter, &declaration.retry_to]
-            .into_iter()
-            .flatten()
-        {
-            if target.as_str() != filter && topic::name_problem(target.as_str()).is_none() {
+        for (what, target) in [
+            ("dead letter", &declaration.dead_letter),
+            ("retry_to", &declaration.retry_to),
+        ] {
+            let Some(target) = target else { continue };
+            // Every copy to a name that is no topic would fail, and be owed for ever.
+            if let Some(why) = topic::name_problem(target.as_str()) {
+                return Err(SubscribeError::BadAddress(format!(
+                    "{what} {target} of {filter} is not a topic name: {why}"
+                )));
+            }
+            if target.as_str() != filter {
                 self.inner.targets.declare(target.as_str());
             }
         }

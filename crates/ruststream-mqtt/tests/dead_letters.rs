@@ -144,3 +144,32 @@ async fn a_publish_to_a_topic_no_mount_sends_to_still_fails_unrouted() {
     );
     broker.close().await;
 }
+
+/// A dead letter (or `retry_to`) that is no topic name (a filter with `+`, a `$SYS`
+/// topic): every copy to it would fail and be owed for ever, the service never ready.
+/// The start stops instead, naming the mount and why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_letter_that_is_no_topic_name_stops_the_start() {
+    let topic = support::unique("badtarget");
+    for (mount, says) in [
+        (
+            Mount::new(topic.as_str()).dead_letter("dead/+/letters"),
+            "dead letter dead/+/letters",
+        ),
+        (
+            Mount::new(topic.as_str()).retry_to("$SYS/retries"),
+            "retry_to $SYS/retries",
+        ),
+    ] {
+        let started = App::new(support::connect().await)
+            .mount(mount, |_: String| async { retry() })
+            .start()
+            .await;
+        let error = match started {
+            Ok(_) => panic!("started with {says}"),
+            Err(error) => error.to_string(),
+        };
+        assert!(error.contains(says), "{error}");
+        assert!(error.contains("is not a topic name"), "{error}");
+    }
+}
