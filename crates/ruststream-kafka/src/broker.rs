@@ -21,6 +21,7 @@ use crate::context::{Context, KafkaConsumer};
 use crate::delay::{self, Delays};
 use crate::error::ConnectError;
 use crate::group::Group;
+use crate::probe;
 use crate::producer::Producer;
 use crate::publisher::KafkaPublisher;
 use crate::reader::Reader;
@@ -67,16 +68,15 @@ impl KafkaBroker {
     /// and checks that it answers.
     pub async fn connect(url: &str) -> Result<Self, ConnectError> {
         let url = settings::parse(url)?;
+        let servers = url.servers.clone();
+        tokio::task::spawn_blocking(move || probe::reach(&servers))
+            .await
+            .map_err(|_| ConnectError::Url("connecting was cut off".into()))?
+            .map_err(|reason| ConnectError::Unreachable {
+                servers: url.servers.clone(),
+                reason,
+            })?;
         let producer = Arc::new(Producer::new(&url.servers)?);
-        let probe = producer.current();
-        tokio::task::spawn_blocking(move || {
-            probe
-                .client()
-                .fetch_metadata(None, Duration::from_secs(10))
-                .map(drop)
-        })
-        .await
-        .map_err(|_| ConnectError::Url("connecting was cut off".into()))??;
         Ok(Self {
             inner: Arc::new(Inner {
                 servers: url.servers,

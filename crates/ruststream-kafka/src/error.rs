@@ -7,7 +7,16 @@ pub enum ConnectError {
     /// The URL is not a Kafka URL this adapter reads.
     #[error("bad url: {0}")]
     Url(String),
-    /// librdkafka refused the configuration or could not reach the cluster.
+    /// No bootstrap server answered: each refused the connection, or none answered in
+    /// time.
+    #[error("cannot reach kafka at {servers}: {reason}")]
+    Unreachable {
+        /// The bootstrap servers tried.
+        servers: String,
+        /// What the last try met.
+        reason: String,
+    },
+    /// librdkafka refused the configuration.
     #[error("kafka: {0}")]
     Kafka(#[from] rdkafka::error::KafkaError),
 }

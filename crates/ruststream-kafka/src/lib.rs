@@ -65,6 +65,7 @@ mod lag;
 mod offsets;
 mod options;
 mod positions;
+mod probe;
 mod producer;
 mod publisher;
 mod reader;
