@@ -25,6 +25,7 @@ use crate::probe;
 use crate::producer::Producer;
 use crate::publisher::KafkaPublisher;
 use crate::reader::Reader;
+use crate::said::Said;
 use crate::settings;
 
 /// How many settlements a sequential mount lets trail behind its loop
@@ -116,7 +117,10 @@ impl KafkaBroker {
             .set("auto.offset.reset", "earliest");
         timeouts.apply(&mut config);
         config
-            .create_with_context(Context { group })
+            .create_with_context(Context {
+                group,
+                said: Said::new("consumer"),
+            })
             .map_err(|error| SubscribeError::Refused(format!("kafka consumer: {error}")))
     }
 

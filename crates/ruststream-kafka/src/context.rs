@@ -5,9 +5,12 @@ use std::sync::Arc;
 
 use rdkafka::ClientContext;
 use rdkafka::TopicPartitionList;
+use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
+use rdkafka::error::KafkaError;
 
 use crate::group::Group;
+use crate::said::Said;
 
 /// The consumer type of a subscription.
 pub(crate) type KafkaConsumer = rdkafka::consumer::StreamConsumer<Context>;
@@ -15,9 +18,18 @@ pub(crate) type KafkaConsumer = rdkafka::consumer::StreamConsumer<Context>;
 /// The context of a subscription's consumer.
 pub(crate) struct Context {
     pub(crate) group: Arc<Group>,
+    pub(crate) said: Said,
 }
 
-impl ClientContext for Context {}
+impl ClientContext for Context {
+    fn log(&self, level: RDKafkaLogLevel, facility: &str, line: &str) {
+        self.said.log(level, facility, line);
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        self.said.error(&error, reason);
+    }
+}
 
 impl ConsumerContext for Context {
     fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {

@@ -69,6 +69,7 @@ mod probe;
 mod producer;
 mod publisher;
 mod reader;
+mod said;
 mod settings;
 
 pub use broker::{KafkaBroker, TRAILING, default_url};

@@ -14,6 +14,11 @@ use rdkafka::ClientConfig;
 use rdkafka::error::KafkaError;
 use rdkafka::producer::{FutureProducer, Producer as _};
 
+use crate::said::{Plain, Said};
+
+/// The producer's type: librdkafka's reports through [`Plain`].
+pub(crate) type KafkaProducer = FutureProducer<Plain>;
+
 /// The largest record the producer builds (librdkafka's `message.max.bytes`). The limit
 /// that matters is the topic's own `max.message.bytes` (Kafka's default 1,048,588), which
 /// the broker enforces and a publish over it reports (`PublishErrorKind::TooLarge`, with
@@ -28,7 +33,7 @@ const DELIVERY_TIMEOUT: Duration = Duration::from_secs(30);
 /// The producer in use, and how to make another.
 pub(crate) struct Producer {
     servers: String,
-    current: Mutex<FutureProducer>,
+    current: Mutex<KafkaProducer>,
 }
 
 impl Producer {
@@ -46,7 +51,7 @@ impl Producer {
     }
 
     /// The producer to publish with now.
-    pub(crate) fn current(&self) -> FutureProducer {
+    pub(crate) fn current(&self) -> KafkaProducer {
         self.current
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -56,7 +61,7 @@ impl Producer {
     /// After a publish through `used` failed: if `used` has a fatal error, a new
     /// producer replaces it (unless another publish replaced it already). Whether the
     /// publish may be tried again on [`current`](Self::current).
-    pub(crate) fn renew(&self, used: &FutureProducer) -> bool {
+    pub(crate) fn renew(&self, used: &KafkaProducer) -> bool {
         let Some((code, reason)) = used.client().fatal_error() else {
             return false;
         };
@@ -78,7 +83,7 @@ impl Producer {
     }
 }
 
-fn make(servers: &str) -> Result<FutureProducer, KafkaError> {
+fn make(servers: &str) -> Result<KafkaProducer, KafkaError> {
     ClientConfig::new()
         .set("bootstrap.servers", servers)
         .set("enable.idempotence", "true")
@@ -88,7 +93,7 @@ fn make(servers: &str) -> Result<FutureProducer, KafkaError> {
             "message.timeout.ms",
             DELIVERY_TIMEOUT.as_millis().to_string(),
         )
-        .create()
+        .create_with_context(Plain(Said::new("producer")))
 }
 
 #[cfg(test)]

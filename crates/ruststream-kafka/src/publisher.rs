@@ -4,12 +4,12 @@
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use std::sync::Arc;
 
-use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::producer::FutureRecord;
 use ruststream_core::{Address, BoxFuture, Message, Publish, PublishError, PublishErrorKind};
 
 use crate::admin;
 use crate::headers::{key, to_kafka};
-use crate::producer::{MAX_MESSAGE, Producer};
+use crate::producer::{KafkaProducer, MAX_MESSAGE, Producer};
 
 /// Publishes to topics through the broker's one producer.
 #[derive(Clone)]
@@ -53,11 +53,7 @@ impl Publish for KafkaPublisher {
 }
 
 /// Sends `message` to `to` and waits for its delivery report.
-async fn send(
-    producer: &FutureProducer,
-    to: &Address,
-    message: &Message,
-) -> Result<(), KafkaError> {
+async fn send(producer: &KafkaProducer, to: &Address, message: &Message) -> Result<(), KafkaError> {
     let mut record = FutureRecord::<[u8], [u8]>::to(to.as_str()).payload(&message.payload[..]);
     if let Some(key) = key(&message.headers) {
         record = record.key(key);

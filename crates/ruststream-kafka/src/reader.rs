@@ -49,6 +49,9 @@ impl Reader {
         let mut drained = false;
         // While detached: when to ask the cluster whether it answers again.
         let mut probe: Option<Pin<Box<Sleep>>> = None;
+        // Whether the runtime was told the cluster does not answer, since the last record:
+        // an outage is one error for the runtime to log, not one per failed try.
+        let mut told = false;
         loop {
             if probe.is_none() && !self.group.attached.is_attached() {
                 probe = Some(Box::pin(tokio::time::sleep(PROBE)));
@@ -74,16 +77,20 @@ impl Reader {
             }
             match item {
                 Some(Ok(delivery)) => {
+                    if std::mem::take(&mut told) {
+                        tracing::info!(topic = %self.group.topic, "kafka: reading again");
+                    }
                     self.group.attached.attach();
                     if self.out.send(Ok(delivery)).await.is_err() {
                         break;
                     }
                 }
-                Some(Err(error)) => {
+                Some(Err((error, transport))) => {
                     self.group.attached.detach();
-                    if self.out.send(Err(error)).await.is_err() {
+                    if !(transport && told) && self.out.send(Err(error)).await.is_err() {
                         break;
                     }
+                    told |= transport;
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
                 None => {}
@@ -141,10 +148,18 @@ impl Reader {
         }
     }
 
-    fn item(&self, received: Result<BorrowedMessage<'_>, KafkaError>) -> Option<Item> {
+    /// The delivery of a record; an error with whether it says the cluster cannot be
+    /// reached.
+    fn item(
+        &self,
+        received: Result<BorrowedMessage<'_>, KafkaError>,
+    ) -> Option<Result<Delivery, (ConsumeError, bool)>> {
         let record = match received {
             Ok(record) => record,
-            Err(error) => return Some(Err(ConsumeError(format!("kafka: {error}")))),
+            Err(error) => {
+                let transport = crate::said::is_transport(&error);
+                return Some(Err((ConsumeError(format!("kafka: {error}")), transport)));
+            }
         };
         let at = self.group.read(record.partition(), record.offset())?;
         let payload = Bytes::copy_from_slice(record.payload().unwrap_or_default());

@@ -111,3 +111,43 @@ async fn a_blip_the_group_outlives_attaches_again_without_a_record() {
     broker.close().await;
     assert!(errors.await.expect("taken") > 0, "the blip is reported");
 }
+
+/// An outage is reported once, not once per failed try: the subscription hands the
+/// runtime one error for it (the runtime logs each as a WARN), librdkafka's failed tries
+/// are logged at debug, and each client says once that the cluster does not answer.
+/// Before, a 12-second outage of a service with two mounts logged 74 ERROR and 34 WARN
+/// lines; this subscription handed over an error every 100 ms.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outage_is_reported_once_not_per_try() {
+    let lines = ruststream_conformance::logs::logs();
+    let mut own = support::OwnBroker::start();
+    let (broker, topic, attached, errors) = subscribed(&own, "outage").await;
+    until(&attached, true, Duration::from_secs(20)).await;
+    own.kill();
+    until(&attached, false, Duration::from_secs(30)).await;
+    // librdkafka tries again many times meanwhile.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    own.resume();
+    create(&own, &topic).await;
+    until(&attached, true, Duration::from_secs(60)).await;
+    broker.close().await;
+    let errors = errors.await.expect("taken");
+    assert!(
+        (1..=2).contains(&errors),
+        "{errors} consume errors handed over"
+    );
+    let text = lines.text();
+    let said = text
+        .lines()
+        .filter(|l| l.contains("the cluster does not answer"))
+        .count();
+    // Once for the consumer and once for the producer at most (the other tests of this
+    // binary log into the same capture, each with its own clients).
+    assert!(said >= 1, "the outage is said: {text}");
+    assert!(
+        !text
+            .lines()
+            .any(|l| l.contains(" ERROR ") && l.contains("kafka")),
+        "{text}"
+    );
+}

@@ -17,6 +17,7 @@ use tokio::time::Instant;
 use super::{DUE, Delays, delay_of, now_ms, pattern};
 use crate::headers::from_kafka;
 use crate::publisher::KafkaPublisher;
+use crate::said::{Plain, Said};
 
 /// How often the mover's consumer looks for delay topics another process made.
 const REFRESH: Duration = Duration::from_secs(10);
@@ -29,7 +30,7 @@ type Wake = Reverse<(Instant, String, i32, i64)>;
 
 /// One group's mover: a consumer of every delay topic of the group.
 pub(crate) struct Mover {
-    consumer: Arc<StreamConsumer>,
+    consumer: Arc<StreamConsumer<Plain>>,
     group: String,
     back_to: String,
     publisher: KafkaPublisher,
@@ -52,7 +53,7 @@ impl Mover {
             max_poll: None,
         }
         .apply(&mut config);
-        let consumer: StreamConsumer = config
+        let consumer: StreamConsumer<Plain> = config
             .set("bootstrap.servers", &delays.servers)
             .set("group.id", format!("{}.delay", delays.group))
             .set("group.protocol", "classic")
@@ -65,7 +66,7 @@ impl Mover {
                 "topic.metadata.refresh.interval.ms",
                 REFRESH.as_millis().to_string(),
             )
-            .create()?;
+            .create_with_context(Plain(Said::new("delay mover")))?;
         consumer.subscribe(&[&pattern(&delays.group)])?;
         Ok(Self {
             consumer: Arc::new(consumer),
@@ -99,7 +100,10 @@ impl Mover {
                         self.take(record).await;
                     }
                     Err(error) => {
-                        tracing::warn!(group = %self.group, %error, "kafka: delay mover");
+                        // A cluster away is said once a minute, by the client's context.
+                        if !crate::said::is_transport(&error) {
+                            tracing::warn!(group = %self.group, %error, "kafka: delay mover");
+                        }
                         tokio::time::sleep(AGAIN).await;
                     }
                 },
