@@ -171,13 +171,20 @@ fn answer(ack: &PubAck, accept_unrouted: bool) -> Result<(), PublishErrorKind> {
 pub(crate) async fn run(outbox: Arc<Outbox>, url: Url, mut closed: watch::Receiver<bool>) {
     let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
     let id = connection::throwaway_id("pub");
+    // Whether a lost connection was said and not yet made again: an outage is one WARN,
+    // not one per failed try.
+    let mut said = false;
     loop {
         let options = connection::options(&url, &id, None, u16::MAX);
         let (client, mut events) = AsyncClient::new(options, CHANNEL);
         outbox.state().client = Some(client.clone());
         tokio::select! {
-            error = session(&outbox, &client, &mut events, url.accept_unrouted, &mut backoff) => {
-                tracing::warn!(%error, "mqtt publishing connection lost");
+            error = session(&outbox, &client, &mut events, url.accept_unrouted, (&mut backoff, &mut said)) => {
+                if std::mem::replace(&mut said, true) {
+                    tracing::debug!(%error, "mqtt publishing connection: not made again yet");
+                } else {
+                    tracing::warn!(%error, "mqtt publishing connection lost; connecting again");
+                }
                 outbox.lost(false);
             }
             () = connection::closing(&mut closed) => {
@@ -202,13 +209,16 @@ async fn session(
     client: &AsyncClient,
     events: &mut EventLoop,
     accept_unrouted: bool,
-    backoff: &mut Backoff,
+    (backoff, said): (&mut Backoff, &mut bool),
 ) -> rumqttc::v5::ConnectionError {
     loop {
         match events.poll().await {
             Ok(event) => {
                 if let Event::Incoming(Incoming::ConnAck(ack)) = &event {
                     backoff.reset();
+                    if std::mem::take(said) {
+                        tracing::info!("mqtt publishing connection made again");
+                    }
                     // Refused or unknown on brokers that are not Mosquitto: nothing comes.
                     let _ = client.try_subscribe(dropped::TOPIC, QoS::AtMostOnce);
                     outbox.state().max_packet = ack

@@ -58,12 +58,14 @@ impl Reader {
         let mut ready = Some(ready);
         let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
         let mut closed = self.closed.clone();
+        // Whether a lost connection was said and the subscription not yet made again.
+        let mut said = false;
         loop {
             let epoch = self.ledger.new_epoch();
             let (client, mut events) = AsyncClient::new(self.options.clone(), 1024);
             self.link.send_replace(Some((epoch, client.clone())));
             let ended = tokio::select! {
-                ended = self.session(&client, &mut events, epoch, &mut ready, &mut backoff) => ended,
+                ended = self.session(&client, &mut events, epoch, &mut ready, (&mut backoff, &mut said)) => ended,
                 () = connection::closing(&mut closed) => Ended::Closed,
             };
             if matches!(ended, Ended::Closed) {
@@ -88,10 +90,16 @@ impl Reader {
                 let _ = ready.send(Err(error));
                 return;
             }
-            tracing::warn!(filter = %self.filter, error = %why, "mqtt subscription lost");
-            let _ = self
-                .out
-                .send(Err(ConsumeError(format!("mqtt {}: {why}", self.filter))));
+            // An outage is said once (a WARN, and one error for the runtime), not once per
+            // failed try.
+            if std::mem::replace(&mut said, true) {
+                tracing::debug!(filter = %self.filter, error = %why, "mqtt subscription: not made again yet");
+            } else {
+                tracing::warn!(filter = %self.filter, error = %why, "mqtt subscription lost; connecting again");
+                let _ = self
+                    .out
+                    .send(Err(ConsumeError(format!("mqtt {}: {why}", self.filter))));
+            }
             tokio::select! {
                 () = tokio::time::sleep(backoff.next_delay()) => {}
                 () = connection::closing(&mut closed) => return,
@@ -105,7 +113,7 @@ impl Reader {
         events: &mut EventLoop,
         epoch: u64,
         ready: &mut Option<oneshot::Sender<Result<(), SubscribeError>>>,
-        backoff: &mut Backoff,
+        (backoff, said): (&mut Backoff, &mut bool),
     ) -> Ended {
         let mut tick = tokio::time::interval(TICK);
         loop {
@@ -143,6 +151,9 @@ impl Reader {
                     Some(SubscribeReasonCode::Success(_)) => {
                         self.attached.attach();
                         backoff.reset();
+                        if std::mem::take(said) {
+                            tracing::info!(filter = %self.filter, "mqtt subscription resumed");
+                        }
                         if let Some(ready) = ready.take() {
                             let _ = ready.send(Ok(()));
                         }

@@ -6,6 +6,7 @@
 
 mod support;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -22,6 +23,8 @@ const WAIT: Duration = Duration::from_secs(15);
 struct Proxy {
     port: u16,
     links: Arc<Mutex<Vec<JoinHandle<()>>>>,
+    /// While set, a connection is closed as soon as it is accepted (the broker down).
+    down: Arc<AtomicBool>,
 }
 
 impl Proxy {
@@ -39,8 +42,13 @@ impl Proxy {
         let port = listener.local_addr().expect("address").port();
         let links: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
         let kept = links.clone();
+        let down = Arc::new(AtomicBool::new(false));
+        let refusing = down.clone();
         tokio::spawn(async move {
             while let Ok((mut client, _)) = listener.accept().await {
+                if refusing.load(Ordering::SeqCst) {
+                    continue;
+                }
                 let upstream = upstream.clone();
                 let link = tokio::spawn(async move {
                     if let Ok(mut server) = TcpStream::connect(&upstream).await {
@@ -50,7 +58,17 @@ impl Proxy {
                 kept.lock().expect("links").push(link);
             }
         });
-        Self { port, links }
+        Self { port, links, down }
+    }
+
+    /// Cuts every connection and closes the new ones until [`up`](Self::up).
+    fn down(&self) {
+        self.down.store(true, Ordering::SeqCst);
+        self.cut();
+    }
+
+    fn up(&self) {
+        self.down.store(false, Ordering::SeqCst);
     }
 
     fn url(&self) -> String {
@@ -144,4 +162,36 @@ async fn a_cut_connection_is_resumed_and_what_was_unacknowledged_comes_again() {
     last.settle(Settlement::Accept).await.expect("acked");
     broker.close().await;
     direct.close().await;
+}
+
+/// An outage is said once, not once per failed try: while the broker is away the client
+/// tries again with back-off (several tries in 5 s), and the subscription hands the
+/// runtime one error for the whole outage (the runtime logs each as a WARN). It handed
+/// one over for each failed try.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outage_is_one_error_not_one_per_try() {
+    let proxy = Proxy::start().await;
+    let topic = support::unique("outage");
+    let broker = support::connect_to(&proxy.url()).await;
+    let subscription = broker
+        .subscribe(SubscribeSpec::new(topic.as_str()))
+        .await
+        .expect("subscribed");
+    let attached = subscription.attached.clone();
+    let mut deliveries = subscription.deliveries;
+    let errors = tokio::spawn(async move {
+        let mut errors = 0;
+        while let Some(item) = deliveries.next().await {
+            errors += usize::from(item.is_err());
+        }
+        errors
+    });
+    proxy.down();
+    until("detached", || !attached.is_attached()).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    proxy.up();
+    until("attached again", || attached.is_attached()).await;
+    broker.close().await;
+    let errors = errors.await.expect("counted");
+    assert_eq!(errors, 1, "errors handed over for one outage");
 }
