@@ -15,7 +15,44 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
+use std::sync::Mutex;
 use std::time::Duration;
+
+/// The variable through which a check hands its harness's [`share`](crate::Harness::share)
+/// to the harness of its child process.
+const PARENT: &str = "RUSTSTREAM_CONFORMANCE_PARENT";
+
+/// In a child process of a check: what the parent's harness shared
+/// ([`Harness::share`](crate::Harness::share)); `None` elsewhere.
+pub fn parent() -> Option<String> {
+    std::env::var(PARENT).ok()
+}
+
+/// The name of the test running now, as `--exact` takes it (`postgres::check`).
+static THIS_TEST: Mutex<String> = Mutex::new(String::new());
+
+/// Notes the test the macros are about to run: the check in module `module` (its
+/// `module_path!()`, with the test binary's crate first) named `check`.
+#[doc(hidden)]
+pub fn this_test(module: &str, check: &str) {
+    let path = module.split_once("::").map_or("", |(_, rest)| rest);
+    let name = if path.is_empty() {
+        check.to_owned()
+    } else {
+        format!("{path}::{check}")
+    };
+    *THIS_TEST
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = name;
+}
+
+/// The test [`this_test`] noted last.
+pub(crate) fn current_test() -> String {
+    THIS_TEST
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone()
+}
 
 /// A child process running one test of this test binary.
 #[derive(Debug)]
@@ -31,9 +68,27 @@ impl Child {
         marker: &'static str,
         within: Duration,
     ) -> Self {
-        let mut child = Command::new(std::env::current_exe().expect("the test binary"))
-            .args(["--exact", name, "--nocapture"])
-            .env(env.0, env.1)
+        Self::started_with(name, &[env], None, marker, within).await
+    }
+
+    /// [`started`](Self::started) with the variables `env`, and `share` (a harness's
+    /// [`share`](crate::Harness::share)) for the child's harness.
+    pub(crate) async fn started_with(
+        name: &str,
+        env: &[(&str, &str)],
+        share: Option<&str>,
+        marker: &'static str,
+        within: Duration,
+    ) -> Self {
+        let mut command = Command::new(std::env::current_exe().expect("the test binary"));
+        command.args(["--exact", name, "--nocapture"]);
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        if let Some(share) = share {
+            command.env(PARENT, share);
+        }
+        let mut child = command
             .stdout(Stdio::piped())
             .spawn()
             .expect("the child started");

@@ -63,6 +63,21 @@ pub trait Harness: Send + Sync + 'static {
         false
     }
 
+    /// How long what a killed consumer held takes to be handed out again (a lease
+    /// running out, a heartbeat missed), with the form's defaults; by default
+    /// [`quiet`](Self::quiet).
+    fn after_a_kill(&self) -> Duration {
+        self.quiet()
+    }
+
+    /// What the harness of a child process of a check needs to reach what this one
+    /// reaches (a schema of the check's own, say), given to the child's harness as
+    /// [`child::parent`](crate::child::parent). `None` (the default): a new harness
+    /// reaches it anyway.
+    fn share(&self) -> Option<String> {
+        None
+    }
+
     /// An address a publish to fails at once (AMQP: a queue that does not exist; Redis: a
     /// key holding another type), used as a dead letter that cannot be published.
     /// `None` (the default) where the broker takes any address; the checks that need one

@@ -62,5 +62,6 @@ pub use ruststream::Mount;
 /// What the macros expand to; not part of the API.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::child::this_test;
     pub use crate::runner::run;
 }

@@ -46,6 +46,7 @@ macro_rules! conformance_tests {
             stop_spends_no_attempt,
             stop_during_delay,
             forged_retry_count,
+            one_copy_after_a_kill,
         );
     };
 }
@@ -66,6 +67,7 @@ macro_rules! __conformance_test {
     ($name:ident, $harness:expr; []) => {
         #[test]
         fn $name() {
+            $crate::__private::this_test(module_path!(), stringify!($name));
             let harness = $harness;
             let label = $crate::Harness::name(&harness).to_owned();
             $crate::__private::run(stringify!($name), &label, async move {

@@ -58,12 +58,16 @@ pub(crate) struct Claim {
 impl Default for Claim {
     fn default() -> Self {
         Self {
-            lease: Duration::from_secs(30),
+            lease: DEFAULT_LEASE,
             batch: None,
             poll: Duration::from_secs(5),
         }
     }
 }
+
+/// How long a claimed row stays hidden from other consumers unless its consumer extends
+/// it (`lease=`): how long the rows of a killed consumer wait before another takes them.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 
 /// The schema of the adapter's tables when the URL names none (`schema=`).
 pub const DEFAULT_SCHEMA: &str = "ruststream";

@@ -10,17 +10,24 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use ruststream_conformance::{Harness, Mount};
 use ruststream_core::{Address, Broker, Capabilities};
 
-/// Queues in a schema of the check's own.
+/// Queues in a schema of the check's own (its parent's, in a child process of a check).
 struct Postgres {
     schema: String,
+    /// Whether the schema is this harness's to drop (not a parent's).
+    owned: bool,
     taken: AtomicUsize,
     sealed: AtomicUsize,
 }
 
 impl Postgres {
     fn new() -> Self {
+        let (schema, owned) = match ruststream_conformance::child::parent() {
+            Some(schema) => (schema, false),
+            None => (support::unique_schema("conf"), true),
+        };
         Self {
-            schema: support::unique_schema("conf"),
+            schema,
+            owned,
             taken: AtomicUsize::new(0),
             sealed: AtomicUsize::new(0),
         }
@@ -29,7 +36,9 @@ impl Postgres {
 
 impl Drop for Postgres {
     fn drop(&mut self) {
-        support::drop_schema(&self.schema);
+        if self.owned {
+            support::drop_schema(&self.schema);
+        }
     }
 }
 
@@ -40,6 +49,17 @@ impl Harness for Postgres {
 
     async fn broker(&self) -> Arc<dyn Broker> {
         Arc::new(support::broker(&self.schema, "").await)
+    }
+
+    /// A killed consumer's rows come back once their lease (30 s) is over, at the next
+    /// look (the slow poll, 5 s).
+    fn after_a_kill(&self) -> std::time::Duration {
+        ruststream_postgres::DEFAULT_LEASE + std::time::Duration::from_secs(6)
+    }
+
+    /// The check's schema.
+    fn share(&self) -> Option<String> {
+        Some(self.schema.clone())
     }
 
     fn fresh_address(&self) -> Address {

@@ -7,6 +7,7 @@
 mod capabilities;
 mod failure;
 mod forged;
+mod moves;
 mod once;
 mod owed_copy;
 mod publish;
@@ -20,6 +21,7 @@ mod stops;
 pub use capabilities::declared_capabilities;
 pub use failure::{decode_failure_drops, fail_fast_redelivers, panic_skip_acks};
 pub use forged::forged_retry_count;
+pub use moves::one_copy_after_a_kill;
 pub use once::delivered_twice_handled_once;
 pub use owed_copy::failed_copy_is_owed;
 pub use publish::publish_from_handler;
