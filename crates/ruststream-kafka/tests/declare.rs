@@ -20,8 +20,9 @@ async fn broker() -> KafkaBroker {
         .unwrap_or_else(|error| panic!("cannot connect: {error}. {}", support::HOW))
 }
 
-/// Whether the cluster has `topic`, asked without making it.
-async fn exists(topic: &str) -> bool {
+/// How many partitions the cluster has of `topic` (0: no such topic), asked without
+/// making it.
+async fn partitions_of(topic: &str) -> usize {
     let mut config = support::config();
     config.set("allow.auto.create.topics", "false");
     let consumer: rdkafka::consumer::BaseConsumer = config.create().expect("a client");
@@ -36,10 +37,16 @@ async fn exists(topic: &str) -> bool {
         metadata
             .topics()
             .iter()
-            .any(|t| t.name() == topic && t.error().is_none() && !t.partitions().is_empty())
+            .find(|t| t.name() == topic && t.error().is_none())
+            .map_or(0, |t| t.partitions().len())
     })
     .await
     .expect("no panic")
+}
+
+/// Whether the cluster has `topic`.
+async fn exists(topic: &str) -> bool {
+    partitions_of(topic).await > 0
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -106,27 +113,6 @@ async fn a_dead_letter_name_kafka_refuses_stops_the_start() {
         said.contains("dead letters!") && said.contains("create it"),
         "{said}"
     );
-}
-
-/// The partitions of `topic` as the cluster describes it (0 where it has none).
-async fn partitions_of(topic: &str) -> usize {
-    let consumer: rdkafka::consumer::BaseConsumer = support::config().create().expect("a client");
-    let topic = topic.to_owned();
-    tokio::task::spawn_blocking(move || {
-        let metadata = rdkafka::consumer::Consumer::fetch_metadata(
-            &consumer,
-            Some(&topic),
-            Duration::from_secs(10),
-        )
-        .expect("metadata");
-        metadata
-            .topics()
-            .iter()
-            .find(|t| t.name() == topic)
-            .map_or(0, |t| t.partitions().len())
-    })
-    .await
-    .expect("no panic")
 }
 
 /// A mount's own topic missing: by default the start stops and says how to go on
