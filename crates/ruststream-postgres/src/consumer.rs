@@ -54,6 +54,9 @@ impl Consumer {
             deletes: Deletes::spawn(self.inner.clone(), self.batch),
         });
         let mut backoff = Duration::from_millis(100);
+        // Whether the runtime was told that claiming fails, since the last claim that
+        // worked: an outage is one error (one WARN), not one per failed try.
+        let mut told = false;
         'claiming: loop {
             let room = self.batch.saturating_sub(self.held.len());
             let wait = if room == 0 {
@@ -62,6 +65,9 @@ impl Consumer {
                 match self.take(room, &acker).await {
                     Ok(taken) => {
                         self.attached.attach();
+                        if std::mem::take(&mut told) {
+                            tracing::info!(queue = %self.queue, "postgres: claiming again");
+                        }
                         backoff = Duration::from_millis(100);
                         if taken == room {
                             continue;
@@ -73,10 +79,14 @@ impl Consumer {
                             break;
                         }
                         self.attached.detach();
-                        let _ = self.tx.send(Err(ConsumeError(format!(
-                            "postgres: claiming from {} failed: {error}",
-                            self.queue
-                        ))));
+                        if std::mem::replace(&mut told, true) {
+                            tracing::debug!(queue = %self.queue, %error, "postgres: claiming still fails");
+                        } else {
+                            let _ = self.tx.send(Err(ConsumeError(format!(
+                                "postgres: claiming from {} failed: {error}",
+                                self.queue
+                            ))));
+                        }
                         let until = Instant::now() + backoff;
                         backoff = (backoff * 2).min(Duration::from_secs(5));
                         Wait::Backoff(until)

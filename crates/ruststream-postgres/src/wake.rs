@@ -53,6 +53,9 @@ pub(crate) async fn listen(
     wake: Arc<Wake>,
     mut watching: watch::Receiver<bool>,
 ) {
+    // Whether a failure was said and no notification has come since: an outage is one
+    // WARN, not one per try.
+    let mut said = false;
     loop {
         tokio::select! {
             // The broker closes its pool only after saying it is closed: checked first, so
@@ -60,11 +63,20 @@ pub(crate) async fn listen(
             biased;
             _ = closed(&mut watching) => return,
             received = listener.try_recv() => match received {
-                Ok(Some(notification)) => wake.queue(notification.payload()),
+                Ok(Some(notification)) => {
+                    if std::mem::take(&mut said) {
+                        tracing::info!("postgres: listening again");
+                    }
+                    wake.queue(notification.payload());
+                }
                 Ok(None) => wake.all(),
                 Err(_) if *watching.borrow() => return,
                 Err(error) => {
-                    tracing::warn!(%error, "postgres: listen failed; retrying");
+                    if std::mem::replace(&mut said, true) {
+                        tracing::debug!(%error, "postgres: listen still fails");
+                    } else {
+                        tracing::warn!(%error, "postgres: listen failed; retrying");
+                    }
                     wake.all();
                     tokio::time::sleep(Duration::from_millis(500)).await;
                 }
