@@ -94,13 +94,11 @@ async fn an_outage_is_one_error_not_one_per_claim() {
         .publish("jobs".into(), Message::new("after"))
         .await
         .expect("published");
-    let delivery = loop {
-        match tokio::time::timeout(Duration::from_secs(20), stream.next()).await {
-            Ok(Some(Ok(delivery))) => break delivery,
-            Ok(Some(Err(error))) => panic!("another error after the outage: {error}"),
-            Ok(None) => panic!("the stream ended"),
-            Err(_) => panic!("nothing within 20 s after the outage"),
-        }
+    let delivery = match tokio::time::timeout(Duration::from_secs(20), stream.next()).await {
+        Ok(Some(Ok(delivery))) => delivery,
+        Ok(Some(Err(error))) => panic!("another error after the outage: {error}"),
+        Ok(None) => panic!("the stream ended"),
+        Err(_) => panic!("nothing within 20 s after the outage"),
     };
     assert_eq!(delivery.payload().as_ref(), b"after");
     delivery.settle(Settlement::Accept).await.expect("accepted");
