@@ -47,6 +47,7 @@ mod macros;
 pub mod mosquitto;
 mod observed;
 pub mod postgres;
+pub mod proxy;
 mod recorder;
 mod report;
 mod runner;

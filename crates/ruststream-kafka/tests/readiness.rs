@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
+use ruststream_conformance::proxy::Proxy;
 use ruststream_core::{Attached, Broker, SubscribeSpec};
 use ruststream_kafka::KafkaBroker;
 
@@ -95,17 +96,17 @@ async fn an_idle_subscription_follows_its_broker() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_blip_the_group_outlives_attaches_again_without_a_record() {
     let (port, front) = (support::free_port(), support::free_port());
-    let proxy = support::Proxy::start(front, port).await;
+    let proxy = Proxy::on(front, &format!("127.0.0.1:{port}")).await;
     let own = support::OwnBroker::advertising(port, front);
     let (broker, _, attached, errors) = subscribed(&own, "blip").await;
     until(&attached, true, Duration::from_secs(20)).await;
 
     // Shorter than the session timeout (45 s): the group keeps the member.
-    proxy.cut();
+    proxy.down();
     let took = until(&attached, false, Duration::from_secs(30)).await;
     eprintln!("detached {took:?} after the cut");
     tokio::time::sleep(Duration::from_secs(2)).await;
-    proxy.resume();
+    proxy.up();
     let took = until(&attached, true, Duration::from_secs(20)).await;
     eprintln!("attached again {took:?} after the blip, no record sent");
     broker.close().await;

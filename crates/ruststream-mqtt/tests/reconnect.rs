@@ -1,4 +1,4 @@
-//! Cut connections, through a TCP proxy in front of a real MQTT 5 broker (Mosquitto 2 on
+//! Cut connections, through a TCP proxy (`ruststream_conformance::proxy`) in front of a real MQTT 5 broker (Mosquitto 2 on
 //! 127.0.0.1:1883, `RUSTSTREAM_MQTT_URL`): a subscription detaches, reconnects with
 //! back-off, resumes its session and gets again what it had not acknowledged; a
 //! settlement of a delivery of the lost connection fails with `Disconnected`; publishing
@@ -6,81 +6,30 @@
 
 mod support;
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use ruststream_conformance::proxy::Proxy;
 use ruststream_core::{
     AckError, Broker, Delivery, DeliveryStream, Message, Settlement, SubscribeSpec,
 };
-use tokio::net::{TcpListener, TcpStream};
-use tokio::task::JoinHandle;
 
 const WAIT: Duration = Duration::from_secs(15);
 
-/// Forwards every connection to the broker under test until [`Proxy::cut`].
-struct Proxy {
-    port: u16,
-    links: Arc<Mutex<Vec<JoinHandle<()>>>>,
-    /// While set, a connection is closed as soon as it is accepted (the broker down).
-    down: Arc<AtomicBool>,
-}
-
-impl Proxy {
-    async fn start() -> Self {
-        support::require_broker();
-        let url = support::url();
-        let upstream = url
-            .split_once("://")
-            .map_or(url.as_str(), |(_, rest)| rest)
-            .split(['?', '/'])
-            .next()
-            .unwrap_or_default()
-            .to_owned();
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bound");
-        let port = listener.local_addr().expect("address").port();
-        let links: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
-        let kept = links.clone();
-        let down = Arc::new(AtomicBool::new(false));
-        let refusing = down.clone();
-        tokio::spawn(async move {
-            while let Ok((mut client, _)) = listener.accept().await {
-                if refusing.load(Ordering::SeqCst) {
-                    continue;
-                }
-                let upstream = upstream.clone();
-                let link = tokio::spawn(async move {
-                    if let Ok(mut server) = TcpStream::connect(&upstream).await {
-                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
-                    }
-                });
-                kept.lock().expect("links").push(link);
-            }
-        });
-        Self { port, links, down }
-    }
-
-    /// Cuts every connection and closes the new ones until [`up`](Self::up).
-    fn down(&self) {
-        self.down.store(true, Ordering::SeqCst);
-        self.cut();
-    }
-
-    fn up(&self) {
-        self.down.store(false, Ordering::SeqCst);
-    }
-
-    fn url(&self) -> String {
-        format!("mqtt://127.0.0.1:{}", self.port)
-    }
-
-    /// Drops every connection through the proxy, as a network failure would.
-    fn cut(&self) {
-        for link in self.links.lock().expect("links").drain(..) {
-            link.abort();
-        }
-    }
+/// A proxy to the broker under test, and the URL through it.
+async fn proxy() -> (Proxy, String) {
+    support::require_broker();
+    let url = support::url();
+    let upstream = url
+        .split_once("://")
+        .map_or(url.as_str(), |(_, rest)| rest)
+        .split(['?', '/'])
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    let proxy = Proxy::start(&upstream).await;
+    let through = format!("mqtt://127.0.0.1:{}", proxy.port());
+    (proxy, through)
 }
 
 async fn next(deliveries: &mut DeliveryStream) -> Delivery {
@@ -107,9 +56,9 @@ async fn until(what: &str, done: impl Fn() -> bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cut_connection_is_resumed_and_what_was_unacknowledged_comes_again() {
-    let proxy = Proxy::start().await;
+    let (proxy, through) = proxy().await;
     let topic = support::unique("reconnect");
-    let broker = support::connect_to(&proxy.url()).await;
+    let broker = support::connect_to(&through).await;
     let mut spec = SubscribeSpec::new(topic.as_str());
     spec.in_flight = 16;
     let mut subscription = broker.subscribe(spec).await.expect("subscribed");
@@ -170,9 +119,9 @@ async fn a_cut_connection_is_resumed_and_what_was_unacknowledged_comes_again() {
 /// one over for each failed try.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_outage_is_one_error_not_one_per_try() {
-    let proxy = Proxy::start().await;
+    let (proxy, through) = proxy().await;
     let topic = support::unique("outage");
-    let broker = support::connect_to(&proxy.url()).await;
+    let broker = support::connect_to(&through).await;
     let subscription = broker
         .subscribe(SubscribeSpec::new(topic.as_str()))
         .await

@@ -99,7 +99,7 @@ pub fn free_port() -> u16 {
 
 /// A Kafka-protocol broker of a test's own (nisshi on memory storage, a free port), to
 /// stop and start again; killed when dropped. It may tell clients to connect to another
-/// port (a [`Proxy`] in front of it).
+/// port (a proxy in front of it: `ruststream_conformance::proxy::Proxy::on`).
 pub struct OwnBroker {
     pub port: u16,
     advertised: u16,
@@ -188,68 +188,5 @@ impl OwnBroker {
 impl Drop for OwnBroker {
     fn drop(&mut self) {
         self.kill();
-    }
-}
-
-/// A TCP proxy on `port` to `to`, whose connections can all be cut while it refuses new
-/// ones: a network blip, the broker and its groups untouched.
-pub struct Proxy {
-    cut: tokio::sync::watch::Sender<bool>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Proxy {
-    pub async fn start(port: u16, to: u16) -> Self {
-        let (cut, mut watch) = tokio::sync::watch::channel(false);
-        let task = tokio::spawn(async move {
-            loop {
-                let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
-                    .await
-                    .expect("proxy port");
-                let mut stop = watch.clone();
-                loop {
-                    tokio::select! {
-                        accepted = listener.accept() => {
-                            let Ok((mut client, _)) = accepted else { continue };
-                            let mut until = watch.clone();
-                            tokio::spawn(async move {
-                                let Ok(mut server) =
-                                    tokio::net::TcpStream::connect(("127.0.0.1", to)).await
-                                else {
-                                    return;
-                                };
-                                tokio::select! {
-                                    _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
-                                    _ = until.wait_for(|cut| *cut) => {}
-                                }
-                            });
-                        }
-                        _ = stop.wait_for(|cut| *cut) => break,
-                    }
-                }
-                // Cut: nothing listens until it is let through again.
-                drop(listener);
-                if watch.wait_for(|cut| !*cut).await.is_err() {
-                    return;
-                }
-            }
-        });
-        Self { cut, task }
-    }
-
-    /// Closes every connection and refuses new ones.
-    pub fn cut(&self) {
-        self.cut.send_replace(true);
-    }
-
-    /// Takes connections again.
-    pub fn resume(&self) {
-        self.cut.send_replace(false);
-    }
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        self.task.abort();
     }
 }
