@@ -15,9 +15,11 @@
 
 mod backoff;
 mod delay;
+mod outage;
 
 #[cfg(feature = "tls")]
 pub mod tls;
 
 pub use backoff::Backoff;
 pub use delay::rounded_delay_ms;
+pub use outage::Outage;

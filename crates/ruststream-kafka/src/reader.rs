@@ -1,6 +1,7 @@
 //! A subscription's reader: takes records from the consumer and hands them on as
 //! deliveries, until the runtime lets go of the stream or the broker closes.
 
+use ruststream_adapter::Outage;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -49,9 +50,8 @@ impl Reader {
         let mut drained = false;
         // While detached: when to ask the cluster whether it answers again.
         let mut probe: Option<Pin<Box<Sleep>>> = None;
-        // Whether the runtime was told the cluster does not answer, since the last record:
-        // an outage is one error for the runtime to log, not one per failed try.
-        let mut told = false;
+        // An outage is one error for the runtime to log, not one per failed try.
+        let mut outage = Outage::default();
         loop {
             if probe.is_none() && !self.group.attached.is_attached() {
                 probe = Some(Box::pin(tokio::time::sleep(PROBE)));
@@ -77,7 +77,7 @@ impl Reader {
             }
             match item {
                 Some(Ok(delivery)) => {
-                    if std::mem::take(&mut told) {
+                    if outage.back() {
                         tracing::info!(topic = %self.group.topic, "kafka: reading again");
                     }
                     self.group.attached.attach();
@@ -87,10 +87,10 @@ impl Reader {
                 }
                 Some(Err((error, transport))) => {
                     self.group.attached.detach();
-                    if !(transport && told) && self.out.send(Err(error)).await.is_err() {
+                    let say = !transport || outage.lost();
+                    if say && self.out.send(Err(error)).await.is_err() {
                         break;
                     }
-                    told |= transport;
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
                 None => {}

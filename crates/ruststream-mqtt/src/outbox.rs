@@ -16,7 +16,7 @@ use rumqttc::Outgoing;
 use rumqttc::v5::mqttbytes::QoS;
 use rumqttc::v5::mqttbytes::v5::{PubAck, PubAckReason};
 use rumqttc::v5::{AsyncClient, Event, EventLoop, Incoming};
-use ruststream_adapter::Backoff;
+use ruststream_adapter::{Backoff, Outage};
 use ruststream_core::PublishErrorKind;
 use tokio::sync::{oneshot, watch};
 
@@ -171,19 +171,18 @@ fn answer(ack: &PubAck, accept_unrouted: bool) -> Result<(), PublishErrorKind> {
 pub(crate) async fn run(outbox: Arc<Outbox>, url: Url, mut closed: watch::Receiver<bool>) {
     let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
     let id = connection::throwaway_id("pub");
-    // Whether a lost connection was said and not yet made again: an outage is one WARN,
-    // not one per failed try.
-    let mut said = false;
+    // An outage is one WARN, not one per failed try.
+    let mut outage = Outage::default();
     loop {
         let options = connection::options(&url, &id, None, u16::MAX);
         let (client, mut events) = AsyncClient::new(options, CHANNEL);
         outbox.state().client = Some(client.clone());
         tokio::select! {
-            error = session(&outbox, &client, &mut events, url.accept_unrouted, (&mut backoff, &mut said)) => {
-                if std::mem::replace(&mut said, true) {
-                    tracing::debug!(%error, "mqtt publishing connection: not made again yet");
-                } else {
+            error = session(&outbox, &client, &mut events, url.accept_unrouted, (&mut backoff, &mut outage)) => {
+                if outage.lost() {
                     tracing::warn!(%error, "mqtt publishing connection lost; connecting again");
+                } else {
+                    tracing::debug!(%error, "mqtt publishing connection: not made again yet");
                 }
                 outbox.lost(false);
             }
@@ -209,14 +208,14 @@ async fn session(
     client: &AsyncClient,
     events: &mut EventLoop,
     accept_unrouted: bool,
-    (backoff, said): (&mut Backoff, &mut bool),
+    (backoff, outage): (&mut Backoff, &mut Outage),
 ) -> rumqttc::v5::ConnectionError {
     loop {
         match events.poll().await {
             Ok(event) => {
                 if let Event::Incoming(Incoming::ConnAck(ack)) = &event {
                     backoff.reset();
-                    if std::mem::take(said) {
+                    if outage.back() {
                         tracing::info!("mqtt publishing connection made again");
                     }
                     // Refused or unknown on brokers that are not Mosquitto: nothing comes.

@@ -8,7 +8,7 @@ use rumqttc::Outgoing;
 use rumqttc::v5::mqttbytes::QoS;
 use rumqttc::v5::mqttbytes::v5::{Publish, SubscribeReasonCode};
 use rumqttc::v5::{AsyncClient, Event, EventLoop, Incoming, MqttOptions};
-use ruststream_adapter::Backoff;
+use ruststream_adapter::{Backoff, Outage};
 use ruststream_core::{Acker, Address, Attached, ConsumeError, Delivery, SubscribeError, Tag};
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -58,14 +58,13 @@ impl Reader {
         let mut ready = Some(ready);
         let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
         let mut closed = self.closed.clone();
-        // Whether a lost connection was said and the subscription not yet made again.
-        let mut said = false;
+        let mut outage = Outage::default();
         loop {
             let epoch = self.ledger.new_epoch();
             let (client, mut events) = AsyncClient::new(self.options.clone(), 1024);
             self.link.send_replace(Some((epoch, client.clone())));
             let ended = tokio::select! {
-                ended = self.session(&client, &mut events, epoch, &mut ready, (&mut backoff, &mut said)) => ended,
+                ended = self.session(&client, &mut events, epoch, &mut ready, (&mut backoff, &mut outage)) => ended,
                 () = connection::closing(&mut closed) => Ended::Closed,
             };
             if matches!(ended, Ended::Closed) {
@@ -92,13 +91,13 @@ impl Reader {
             }
             // An outage is said once (a WARN, and one error for the runtime), not once per
             // failed try.
-            if std::mem::replace(&mut said, true) {
-                tracing::debug!(filter = %self.filter, error = %why, "mqtt subscription: not made again yet");
-            } else {
+            if outage.lost() {
                 tracing::warn!(filter = %self.filter, error = %why, "mqtt subscription lost; connecting again");
                 let _ = self
                     .out
                     .send(Err(ConsumeError(format!("mqtt {}: {why}", self.filter))));
+            } else {
+                tracing::debug!(filter = %self.filter, error = %why, "mqtt subscription: not made again yet");
             }
             tokio::select! {
                 () = tokio::time::sleep(backoff.next_delay()) => {}
@@ -113,7 +112,7 @@ impl Reader {
         events: &mut EventLoop,
         epoch: u64,
         ready: &mut Option<oneshot::Sender<Result<(), SubscribeError>>>,
-        (backoff, said): (&mut Backoff, &mut bool),
+        (backoff, outage): (&mut Backoff, &mut Outage),
     ) -> Ended {
         let mut tick = tokio::time::interval(TICK);
         loop {
@@ -151,7 +150,7 @@ impl Reader {
                     Some(SubscribeReasonCode::Success(_)) => {
                         self.attached.attach();
                         backoff.reset();
-                        if std::mem::take(said) {
+                        if outage.back() {
                             tracing::info!(filter = %self.filter, "mqtt subscription resumed");
                         }
                         if let Some(ready) = ready.take() {

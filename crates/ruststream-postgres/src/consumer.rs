@@ -2,6 +2,7 @@
 //! lease, hands them out, waits on `LISTEN` (or the next row's visibility, or the slow
 //! poll), and extends the leases of what it holds.
 
+use ruststream_adapter::Outage;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -54,9 +55,8 @@ impl Consumer {
             deletes: Deletes::spawn(self.inner.clone(), self.batch),
         });
         let mut backoff = Duration::from_millis(100);
-        // Whether the runtime was told that claiming fails, since the last claim that
-        // worked: an outage is one error (one WARN), not one per failed try.
-        let mut told = false;
+        // An outage is one error (one WARN), not one per failed claim.
+        let mut outage = Outage::default();
         'claiming: loop {
             let room = self.batch.saturating_sub(self.held.len());
             let wait = if room == 0 {
@@ -65,7 +65,7 @@ impl Consumer {
                 match self.take(room, &acker).await {
                     Ok(taken) => {
                         self.attached.attach();
-                        if std::mem::take(&mut told) {
+                        if outage.back() {
                             tracing::info!(queue = %self.queue, "postgres: claiming again");
                         }
                         backoff = Duration::from_millis(100);
@@ -79,13 +79,13 @@ impl Consumer {
                             break;
                         }
                         self.attached.detach();
-                        if std::mem::replace(&mut told, true) {
-                            tracing::debug!(queue = %self.queue, %error, "postgres: claiming still fails");
-                        } else {
+                        if outage.lost() {
                             let _ = self.tx.send(Err(ConsumeError(format!(
                                 "postgres: claiming from {} failed: {error}",
                                 self.queue
                             ))));
+                        } else {
+                            tracing::debug!(queue = %self.queue, %error, "postgres: claiming still fails");
                         }
                         let until = Instant::now() + backoff;
                         backoff = (backoff * 2).min(Duration::from_secs(5));

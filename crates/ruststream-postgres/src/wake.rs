@@ -1,6 +1,7 @@
 //! Waking consumers: one `LISTEN` connection per broker hands each notification (the
 //! queue a row was published or given back to) to the subscriptions of that queue.
 
+use ruststream_adapter::Outage;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
@@ -53,9 +54,8 @@ pub(crate) async fn listen(
     wake: Arc<Wake>,
     mut watching: watch::Receiver<bool>,
 ) {
-    // Whether a failure was said and no notification has come since: an outage is one
-    // WARN, not one per try.
-    let mut said = false;
+    // An outage is one WARN, not one per try; it is known over with the next notification.
+    let mut outage = Outage::default();
     loop {
         tokio::select! {
             // The broker closes its pool only after saying it is closed: checked first, so
@@ -64,7 +64,7 @@ pub(crate) async fn listen(
             _ = closed(&mut watching) => return,
             received = listener.try_recv() => match received {
                 Ok(Some(notification)) => {
-                    if std::mem::take(&mut said) {
+                    if outage.back() {
                         tracing::info!("postgres: listening again");
                     }
                     wake.queue(notification.payload());
@@ -72,10 +72,10 @@ pub(crate) async fn listen(
                 Ok(None) => wake.all(),
                 Err(_) if *watching.borrow() => return,
                 Err(error) => {
-                    if std::mem::replace(&mut said, true) {
-                        tracing::debug!(%error, "postgres: listen still fails");
-                    } else {
+                    if outage.lost() {
                         tracing::warn!(%error, "postgres: listen failed; retrying");
+                    } else {
+                        tracing::debug!(%error, "postgres: listen still fails");
                     }
                     wake.all();
                     tokio::time::sleep(Duration::from_millis(500)).await;
