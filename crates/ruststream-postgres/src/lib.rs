@@ -62,7 +62,7 @@ pub use connector::PostgresConnector;
 pub use error::ConnectError;
 pub use outbox::{Outbox, OutboxError, Relay};
 pub use schema::VERSION;
-pub use settings::{DEFAULT_LEASE, DEFAULT_SCHEMA};
+pub use settings::{DEFAULT_LEASE, DEFAULT_POLL, DEFAULT_SCHEMA};
 /// The sqlx this adapter is built on, for the transactions the [`Outbox`] writes in.
 pub use sqlx;
 

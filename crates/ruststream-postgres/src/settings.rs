@@ -60,7 +60,7 @@ impl Default for Claim {
         Self {
             lease: DEFAULT_LEASE,
             batch: None,
-            poll: Duration::from_secs(5),
+            poll: DEFAULT_POLL,
         }
     }
 }
@@ -68,6 +68,10 @@ impl Default for Claim {
 /// How long a claimed row stays hidden from other consumers unless its consumer extends
 /// it (`lease=`): how long the rows of a killed consumer wait before another takes them.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+
+/// How often a consumer looks for rows without a notification (`poll=`): a row whose
+/// lease ran out is seen at the next look.
+pub const DEFAULT_POLL: Duration = Duration::from_secs(5);
 
 /// The schema of the adapter's tables when the URL names none (`schema=`).
 pub const DEFAULT_SCHEMA: &str = "ruststream";

@@ -51,10 +51,10 @@ impl Harness for Postgres {
         Arc::new(support::broker(&self.schema, "").await)
     }
 
-    /// A killed consumer's rows come back once their lease (30 s) is over, at the next
-    /// look (the slow poll, 5 s).
+    /// A killed consumer's rows come back once their lease is over, at the next look
+    /// (the slow poll), both the adapter's defaults.
     fn after_a_kill(&self) -> std::time::Duration {
-        ruststream_postgres::DEFAULT_LEASE + std::time::Duration::from_secs(6)
+        ruststream_postgres::DEFAULT_LEASE + ruststream_postgres::DEFAULT_POLL
     }
 
     /// The check's schema.
