@@ -19,15 +19,7 @@ const WAIT: Duration = Duration::from_secs(15);
 /// A proxy to the broker under test, and the URL through it.
 async fn proxy() -> (Proxy, String) {
     support::require_broker();
-    let url = support::url();
-    let upstream = url
-        .split_once("://")
-        .map_or(url.as_str(), |(_, rest)| rest)
-        .split(['?', '/'])
-        .next()
-        .unwrap_or_default()
-        .to_owned();
-    let proxy = Proxy::start(&upstream).await;
+    let proxy = Proxy::start(&support::host_port()).await;
     let through = format!("mqtt://127.0.0.1:{}", proxy.port());
     (proxy, through)
 }

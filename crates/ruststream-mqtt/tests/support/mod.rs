@@ -25,8 +25,8 @@ pub fn url_with(query: &str) -> String {
     format!("{url}{join}{query}")
 }
 
-/// Fails the test, saying how to start the broker, unless something answers at [`url`].
-pub fn require_broker() {
+/// The `host:port` of [`url`] (port 1883 where it names none).
+pub fn host_port() -> String {
     let url = url();
     let hostport = url
         .split_once("://")
@@ -35,11 +35,16 @@ pub fn require_broker() {
         .next()
         .unwrap_or_default();
     let hostport = hostport.rsplit_once('@').map_or(hostport, |(_, h)| h);
-    let hostport = if hostport.contains(':') {
+    if hostport.contains(':') {
         hostport.to_owned()
     } else {
         format!("{hostport}:1883")
-    };
+    }
+}
+
+/// Fails the test, saying how to start the broker, unless something answers at [`url`].
+pub fn require_broker() {
+    let (url, hostport) = (url(), host_port());
     let answers = hostport
         .to_socket_addrs()
         .ok()
