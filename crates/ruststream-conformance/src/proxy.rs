@@ -1,6 +1,7 @@
 //! A TCP proxy in front of a broker, for tests of what crosses the network: it cuts the
-//! connections through it (a network blip), or stops listening (the broker down: new
-//! connections are refused) until it is let up again.
+//! connections through it (a network blip), stops listening (the broker down: new
+//! connections are refused) until it is let up again, or stalls (a network that drops
+//! everything: connections stay open and nothing crosses) until it resumes.
 //!
 //! ```no_run
 //! # async fn f() {
@@ -15,6 +16,8 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
@@ -25,6 +28,7 @@ pub struct Proxy {
     port: u16,
     links: Arc<Mutex<Vec<AbortHandle>>>,
     down: watch::Sender<bool>,
+    stalled: watch::Sender<bool>,
     task: AbortHandle,
 }
 
@@ -49,6 +53,8 @@ impl Proxy {
         let port = listener.local_addr().expect("an address").port();
         let links: Arc<Mutex<Vec<AbortHandle>>> = Arc::default();
         let (down, mut watching) = watch::channel(false);
+        let (stalled, _) = watch::channel(false);
+        let stall = stalled.clone();
         let kept = links.clone();
         let task = tokio::spawn(async move {
             let mut listener = Some(listener);
@@ -67,11 +73,17 @@ impl Proxy {
                 tokio::select! {
                     accepted = open.accept() => {
                         listener = Some(open);
-                        let Ok((mut client, _)) = accepted else { continue };
+                        let Ok((client, _)) = accepted else { continue };
                         let upstream = upstream.clone();
+                        let stall = stall.clone();
                         let link = tokio::spawn(async move {
-                            if let Ok(mut server) = TcpStream::connect(&upstream).await {
-                                let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                            if let Ok(server) = TcpStream::connect(&upstream).await {
+                                let (from_client, to_client) = client.into_split();
+                                let (from_server, to_server) = server.into_split();
+                                tokio::select! {
+                                    () = pump(from_client, to_server, stall.subscribe()) => {}
+                                    () = pump(from_server, to_client, stall.subscribe()) => {}
+                                }
                             }
                         });
                         kept.lock()
@@ -92,6 +104,7 @@ impl Proxy {
             port,
             links,
             down,
+            stalled,
             task,
         }
     }
@@ -122,6 +135,34 @@ impl Proxy {
     /// Listens again after [`down`](Self::down).
     pub fn up(&self) {
         self.down.send_replace(false);
+    }
+
+    /// Forwards nothing either way from now on, closing nothing: a network that drops
+    /// every packet. What was read meanwhile is held, not lost.
+    pub fn stall(&self) {
+        self.stalled.send_replace(true);
+    }
+
+    /// Forwards again after [`stall`](Self::stall), what was held first.
+    pub fn resume(&self) {
+        self.stalled.send_replace(false);
+    }
+}
+
+/// Copies `from` to `to` until either ends, holding each chunk while stalled.
+async fn pump(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, mut stalled: watch::Receiver<bool>) {
+    let mut buf = vec![0_u8; 16 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        if stalled.wait_for(|stalled| !*stalled).await.is_err() {
+            return;
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
     }
 }
 

@@ -12,16 +12,18 @@ use ruststream_core::{AckError, Acker, Message, Settlement, Settling, Tag};
 use crate::acks::{Acks, written};
 use crate::delay::Delays;
 use crate::gate::Gate;
+use crate::lost::Lost;
 use crate::retry::CopyCount;
 
-/// The channel deliveries of `epoch` settle on, the gate its settlements pass, and its
-/// acks waiting to go out together.
+/// The channel deliveries of `epoch` settle on, the gate its settlements pass, its acks
+/// waiting to go out together, and whether it is lost.
 #[derive(Debug)]
 struct Current {
     epoch: u64,
     channel: Channel,
     gate: Arc<Gate>,
     acks: Arc<Acks>,
+    lost: Arc<Lost>,
 }
 
 /// A settlement that is not an ack.
@@ -35,21 +37,26 @@ enum Frame {
 
 impl Current {
     /// A settlement of `tag` by a frame of its own, sent once the gate lets it out; once
-    /// written, acks above it may cover it.
+    /// written, acks above it may cover it. `Disconnected` once the channel is lost.
     async fn own_frame(&self, tag: u64, frame: Frame) -> Result<(), AckError> {
-        self.gate.pass().await;
-        let sent = match frame {
-            Frame::Reject => {
-                let options = BasicRejectOptions { requeue: false };
-                self.channel.basic_reject(tag, options).await
+        let send = async {
+            self.gate.pass().await;
+            match frame {
+                Frame::Reject => {
+                    let options = BasicRejectOptions { requeue: false };
+                    self.channel.basic_reject(tag, options).await
+                }
+                Frame::Requeue => {
+                    let options = BasicNackOptions {
+                        multiple: false,
+                        requeue: true,
+                    };
+                    self.channel.basic_nack(tag, options).await
+                }
             }
-            Frame::Requeue => {
-                let options = BasicNackOptions {
-                    multiple: false,
-                    requeue: true,
-                };
-                self.channel.basic_nack(tag, options).await
-            }
+        };
+        let Some(sent) = self.lost.or(send).await else {
+            return Err(AckError::Disconnected);
         };
         let result = written(&self.channel, sent);
         if result.is_ok() {
@@ -105,9 +112,11 @@ impl ChannelAcker {
     /// Deliveries of `epoch` settle on `channel` from now on.
     pub(crate) fn attach(&self, epoch: u64, channel: Channel) {
         let gate = Arc::<Gate>::default();
+        let lost = Arc::<Lost>::default();
         let acks = Arc::new(Acks::new(
             channel.clone(),
             Arc::clone(&gate),
+            Arc::clone(&lost),
             self.in_flight,
             self.prefetch,
         ));
@@ -116,6 +125,7 @@ impl ChannelAcker {
             channel,
             gate,
             acks,
+            lost,
         })));
     }
 
@@ -135,9 +145,17 @@ impl ChannelAcker {
         self.held_back.store(true, Ordering::Release);
     }
 
-    /// The channel is gone.
+    /// The channel is closing: settlements already under way still go out on it.
     pub(crate) fn detach(&self) {
         self.current.store(None);
+    }
+
+    /// The channel is lost: the broker has put back what it had not settled, and every
+    /// settlement still waiting on it ends as `Disconnected` at once.
+    pub(crate) fn lose(&self) {
+        if let Some(current) = self.current.swap(None) {
+            current.lost.set();
+        }
     }
 
     fn channel(&self, epoch: u64) -> Option<Arc<Current>> {
@@ -227,9 +245,15 @@ async fn later(
     message: Message,
 ) -> Result<(), AckError> {
     let copy = delayed.count.copy_of(message);
-    match delayed.delays.park(&delayed.queue, delay, copy).await {
-        Ok(()) => current.acks.ack(delivery_tag).await,
-        Err(why) => {
+    // A channel lost meanwhile has given the original back: the copy is not waited for
+    // (it may still arrive: a duplicate, never a loss).
+    let parked = current
+        .lost
+        .or(delayed.delays.park(&delayed.queue, delay, copy));
+    match parked.await {
+        None => Err(AckError::Disconnected),
+        Some(Ok(())) => current.acks.ack(delivery_tag).await,
+        Some(Err(why)) => {
             tracing::warn!(queue = %delayed.queue, error = %why,
                 "lapin: cannot park the delayed copy; holding the delivery for the delay instead");
             let closing = delayed.delays.clone();
@@ -245,5 +269,53 @@ async fn later(
                 "{why}; held for the delay instead (not durable)"
             )))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use lapin::{Connection, ConnectionProperties};
+    use ruststream_core::{AckError, Acker, Message, Settlement, Tag};
+
+    use super::ChannelAcker;
+
+    /// A settlement whose frame cannot go out (here: held back, as a drain holds them;
+    /// in `lapin-classic:reset`, a write on a connection that failed) ends once the
+    /// channel is lost. Before, it waited for ever, and a sequential loop waiting for its
+    /// trailing settlements stopped taking deliveries for good.
+    #[tokio::test]
+    async fn a_settlement_waiting_on_a_lost_channel_ends_at_once() {
+        let url = std::env::var("RUSTSTREAM_LAPIN_URL")
+            .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned());
+        let connection = Connection::connect(&url, ConnectionProperties::default())
+            .await
+            .unwrap_or_else(|e| {
+                panic!(
+                    "RabbitMQ at {url}: {e}. Start the machine's RabbitMQ (`service \
+                     rabbitmq-server start`) or point RUSTSTREAM_LAPIN_URL at one."
+                )
+            });
+        let channel = connection.create_channel().await.expect("a channel");
+        let acker = ChannelAcker::new(None, 65, 256);
+        acker.attach(1, channel);
+        acker.gate(1).expect("the channel is current").hold();
+        let ack = acker.settle(Tag::Pair(1, 1), Message::new("a"), Settlement::Accept);
+        let reject = acker.settle(Tag::Pair(1, 2), Message::new("b"), Settlement::Reject);
+        let both = tokio::spawn(async move { (ack.await, reject.await) });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(!both.is_finished(), "held back, nothing is written");
+        acker.lose();
+        let (ack, reject) = tokio::time::timeout(Duration::from_secs(5), both)
+            .await
+            .expect("both end once the channel is lost")
+            .expect("no panic");
+        assert_eq!(ack, Err(AckError::Disconnected));
+        assert_eq!(reject, Err(AckError::Disconnected));
+        // A settlement after the loss: at once, too.
+        let late = acker.settle(Tag::Pair(1, 3), Message::new("c"), Settlement::Accept);
+        assert_eq!(late.await, Err(AckError::Disconnected));
+        let _ = connection.close(200, "done".into()).await;
     }
 }

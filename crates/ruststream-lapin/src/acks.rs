@@ -21,6 +21,8 @@
 //! gap (a delivery still in hand: nothing waits for it). Each ack's `Settling` resolves
 //! once the frame covering it is written; acks arriving meanwhile go in the next flush.
 //! Every frame passes the channel's [`Gate`], counted by the deliveries it settles.
+//! Once the channel is [`Lost`], every ack still waiting (or whose frame is not written
+//! yet) ends as `Disconnected` at once.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -32,6 +34,7 @@ use ruststream_core::AckError;
 use tokio::sync::{Notify, oneshot};
 
 use crate::gate::Gate;
+use crate::lost::Lost;
 
 type Waiter = oneshot::Sender<Result<(), AckError>>;
 
@@ -59,6 +62,7 @@ const GATHER_YIELDS: usize = 8;
 pub(crate) struct Acks {
     channel: Channel,
     gate: Arc<Gate>,
+    lost: Arc<Lost>,
     state: Mutex<State>,
     /// How many waiting acks a flush waits for (see [`Acks::gather`]).
     run: usize,
@@ -135,12 +139,19 @@ fn plan(floor: u64, settled: &BTreeSet<u64>, waiting: impl IntoIterator<Item = u
 }
 
 impl Acks {
-    /// The acks of `channel`, passing `gate`, for a consumer whose handlers hold at most
-    /// `in_flight` deliveries at once.
-    pub(crate) fn new(channel: Channel, gate: Arc<Gate>, in_flight: usize, prefetch: u16) -> Self {
+    /// The acks of `channel`, passing `gate`, given up once `lost`, for a consumer whose
+    /// handlers hold at most `in_flight` deliveries at once.
+    pub(crate) fn new(
+        channel: Channel,
+        gate: Arc<Gate>,
+        lost: Arc<Lost>,
+        in_flight: usize,
+        prefetch: u16,
+    ) -> Self {
         Self {
             channel,
             gate,
+            lost,
             run: run_for(in_flight, prefetch),
             state: Mutex::new(State::default()),
             enough: Notify::new(),
@@ -192,6 +203,11 @@ impl Acks {
         loop {
             {
                 let mut state = self.lock();
+                if self.lost.is_set() {
+                    for (_, waiter) in std::mem::take(&mut state.waiting) {
+                        let _ = waiter.send(Err(AckError::Disconnected));
+                    }
+                }
                 if state.waiting.is_empty() {
                     state.flushing = false;
                     return;
@@ -206,9 +222,13 @@ impl Acks {
                 (plan, waiting.into_values())
             };
             if let Some(end) = plan.end {
-                self.gate.pass_many(plan.run as u64).await;
                 let multiple = BasicAckOptions { multiple: true };
-                let result = written(&self.channel, self.channel.basic_ack(end, multiple).await);
+                let result = self
+                    .until_lost(async {
+                        self.gate.pass_many(plan.run as u64).await;
+                        written(&self.channel, self.channel.basic_ack(end, multiple).await)
+                    })
+                    .await;
                 if result.is_ok() {
                     self.lock().cover(end);
                 }
@@ -217,18 +237,30 @@ impl Acks {
                 }
             }
             for (tag, waiter) in plan.single.into_iter().zip(waiters.by_ref()) {
-                self.gate.pass().await;
-                let sent = self
-                    .channel
-                    .basic_ack(tag, BasicAckOptions::default())
+                let result = self
+                    .until_lost(async {
+                        self.gate.pass().await;
+                        let single = BasicAckOptions::default();
+                        written(&self.channel, self.channel.basic_ack(tag, single).await)
+                    })
                     .await;
-                let result = written(&self.channel, sent);
                 if result.is_ok() {
                     self.settled(tag);
                 }
                 let _ = waiter.send(result);
             }
         }
+    }
+
+    /// `frame`'s result, or `Disconnected` once the channel is lost.
+    async fn until_lost(
+        &self,
+        frame: impl Future<Output = Result<(), AckError>>,
+    ) -> Result<(), AckError> {
+        self.lost
+            .or(frame)
+            .await
+            .unwrap_or(Err(AckError::Disconnected))
     }
 
     /// Gathers acks for a flush: first it lets the tasks that are ready run (handlers

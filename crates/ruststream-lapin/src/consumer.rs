@@ -197,7 +197,7 @@ async fn run(
             }
             End::Lost(why) => why,
         };
-        acker.detach();
+        acker.lose();
         attached.detach();
         if connector.is_closed() || drain.is_requested() {
             return;

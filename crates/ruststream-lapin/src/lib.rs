@@ -222,6 +222,7 @@ mod delay;
 mod error;
 mod gate;
 mod inspect;
+mod lost;
 mod message;
 mod options;
 mod probe;

@@ -229,7 +229,19 @@ impl LapinPublisher {
         let deadline = Instant::now().checked_add(self.connector.options().publish_timeout);
         let mut backoff = self.connector.backoff();
         loop {
-            match self.attempt(target, &message.payload, &properties).await {
+            let attempt = self.attempt(target, &message.payload, &properties);
+            // The confirm is waited for until the deadline too: a connection that takes
+            // frames and never answers (a network that drops everything) is not noticed
+            // before its heartbeat times out, minutes later.
+            let attempted = match deadline {
+                Some(at) => tokio::time::timeout_at(at.into(), attempt).await,
+                None => Ok(attempt.await),
+            };
+            let Ok(attempted) = attempted else {
+                tracing::warn!(address = %to, "lapin: publish gave up: no confirm within the publish timeout");
+                return fail(PublishErrorKind::Disconnected, message);
+            };
+            match attempted {
                 Ok(()) => return Ok(()),
                 Err(Failure::Refused(why)) => return fail(PublishErrorKind::Refused(why), message),
                 Err(Failure::TooLarge { size, limit }) => {

@@ -6,8 +6,10 @@ mod support;
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use ruststream_conformance::proxy::Proxy;
 use ruststream_core::{Broker, Message, PublishErrorKind, Settlement, SubscribeSpec};
-use support::{QueueSpec, Rabbit, broker, declare, unique, waiting};
+use ruststream_lapin::{ConnectOptions, LapinBroker};
+use support::{QueueSpec, Rabbit, broker, declare, delete, unique, waiting};
 
 async fn confirmed_publish_is_in_the_queue(rabbit: Rabbit) {
     let queue = unique("confirmed");
@@ -233,4 +235,54 @@ async fn a_message_over_max_message_size_is_too_large_naming_the_limit_4() {
         .expect("the next publish goes on");
     assert_eq!(waiting(rabbit, &queue).await, 1);
     broker.close().await;
+}
+
+/// `publish_timeout` bounds the wait for the broker's confirm, not only for a
+/// connection: on a network that drops everything (nothing closed), the message comes
+/// back as `Disconnected` after the timeout. Before, the publish waited until the
+/// connection's heartbeat gave up, a minute or more (and a delayed copy parked that way
+/// held its original's settlement as long).
+async fn a_publish_never_confirmed_comes_back_after_the_publish_timeout(rabbit: Rabbit) {
+    let queue = unique("stalled");
+    declare(rabbit, &[(queue.clone(), QueueSpec::classic())]);
+    let proxy = Proxy::start(&rabbit.host_port()).await;
+    let options = ConnectOptions::new().publish_timeout(Duration::from_secs(1));
+    let lapin = LapinBroker::connect_with(&rabbit.url_via(proxy.port()), options)
+        .await
+        .expect("connected through the proxy");
+    let publisher = lapin.publisher();
+    publisher
+        .publish(queue.as_str().into(), Message::new("first"))
+        .await
+        .expect("confirmed before the stall");
+    proxy.stall();
+    let started = std::time::Instant::now();
+    let publish = publisher.publish(queue.as_str().into(), Message::new("stalled"));
+    let e = tokio::time::timeout(Duration::from_secs(20), publish)
+        .await
+        .expect("handed back at the publish timeout, not the heartbeat's")
+        .expect_err("never confirmed");
+    assert!(
+        matches!(e.kind, PublishErrorKind::Disconnected),
+        "{rabbit:?}: {e:?}"
+    );
+    assert_eq!(e.message.payload.as_ref(), b"stalled");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    proxy.resume();
+    lapin.close().await;
+    delete(rabbit, &queue).await;
+}
+
+#[tokio::test]
+async fn a_publish_never_confirmed_comes_back_after_the_publish_timeout_3() {
+    a_publish_never_confirmed_comes_back_after_the_publish_timeout(Rabbit::V3).await;
+}
+
+#[tokio::test]
+async fn a_publish_never_confirmed_comes_back_after_the_publish_timeout_4() {
+    a_publish_never_confirmed_comes_back_after_the_publish_timeout(Rabbit::V4).await;
 }
