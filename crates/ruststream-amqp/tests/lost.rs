@@ -39,8 +39,8 @@ async fn settling_completes_when_the_disposition_is_written_not_when_queued() {
 #[tokio::test]
 async fn settlements_of_a_lost_link_are_disconnected_and_come_back() {
     let queue = name(topology, "lost");
-    let proxy = Proxy::start().await;
-    let broker = broker_at(&proxy.url(), ConnectOptions::new()).await;
+    let proxy = support::proxy().await;
+    let broker = broker_at(&proxy.through(&support::url()), ConnectOptions::new()).await;
     let n = 20;
     publish_n(&broker, &queue, n, "m").await;
     let mut sub = subscribe(

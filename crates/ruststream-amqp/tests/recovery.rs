@@ -30,8 +30,8 @@ fn fast() -> ConnectOptions {
 async fn a_dropped_connection_gives_unsettled_deliveries_back_and_consuming_resumes() {
     let direct = broker().await;
     let queue = q("drop");
-    let proxy = Proxy::start().await;
-    let broker = broker_at(&proxy.url(), fast()).await;
+    let proxy = support::proxy().await;
+    let broker = broker_at(&proxy.through(&support::url()), fast()).await;
     publish_n(&direct, &queue, 3, "m").await;
     let mut sub = subscribe(
         &broker,
@@ -89,8 +89,8 @@ async fn a_dropped_connection_gives_unsettled_deliveries_back_and_consuming_resu
 async fn deliveries_of_a_lost_link_not_yet_taken_are_skipped() {
     let direct = broker().await;
     let queue = q("stale");
-    let proxy = Proxy::start().await;
-    let broker = broker_at(&proxy.url(), fast()).await;
+    let proxy = support::proxy().await;
+    let broker = broker_at(&proxy.through(&support::url()), fast()).await;
     publish_n(&direct, &queue, 10, "m").await;
     let mut sub = subscribe(
         &broker,
@@ -126,15 +126,15 @@ async fn deliveries_of_a_lost_link_not_yet_taken_are_skipped() {
 #[tokio::test]
 async fn a_publisher_that_cannot_reach_the_broker_hands_the_message_back() {
     let queue = q("pub");
-    let proxy = Proxy::start().await;
+    let proxy = support::proxy().await;
     let options = fast().publish_timeout(Duration::from_millis(800));
-    let broker = broker_at(&proxy.url(), options).await;
+    let broker = broker_at(&proxy.through(&support::url()), options).await;
     broker
         .publisher()
         .publish(queue.as_str().into(), Message::new("first"))
         .await
         .expect("publish while connected");
-    proxy.stop();
+    proxy.down();
     let started = tokio::time::Instant::now();
     let err = broker
         .publisher()

@@ -1,7 +1,8 @@
 //! A TCP proxy in front of a broker, for tests of what crosses the network: it cuts the
 //! connections through it (a network blip), stops listening (the broker down: new
-//! connections are refused) until it is let up again, or stalls (a network that drops
-//! everything: connections stay open and nothing crosses) until it resumes.
+//! connections are refused) until it is let up again, stalls (a network that drops
+//! everything: connections stay open and nothing crosses) until it resumes, or mutes
+//! the broker (it runs what it is sent; its answers are thrown away).
 //!
 //! ```no_run
 //! # async fn f() {
@@ -29,6 +30,7 @@ pub struct Proxy {
     links: Arc<Mutex<Vec<AbortHandle>>>,
     down: watch::Sender<bool>,
     stalled: watch::Sender<bool>,
+    muted: watch::Sender<bool>,
     task: AbortHandle,
 }
 
@@ -39,6 +41,11 @@ impl Proxy {
             .await
             .expect("a proxy port");
         Self::serving(listener, upstream.to_owned())
+    }
+
+    /// A proxy to the host and port of a broker's `url` (`scheme://[user@]host:port/…`).
+    pub async fn to_url(url: &str) -> Self {
+        Self::start(&host_port(url)).await
     }
 
     /// A proxy on `port` (a port a broker advertises, say) to `upstream`.
@@ -54,7 +61,8 @@ impl Proxy {
         let links: Arc<Mutex<Vec<AbortHandle>>> = Arc::default();
         let (down, mut watching) = watch::channel(false);
         let (stalled, _) = watch::channel(false);
-        let stall = stalled.clone();
+        let (muted, _) = watch::channel(false);
+        let (stall, mute) = (stalled.clone(), muted.clone());
         let kept = links.clone();
         let task = tokio::spawn(async move {
             let mut listener = Some(listener);
@@ -75,14 +83,17 @@ impl Proxy {
                         listener = Some(open);
                         let Ok((client, _)) = accepted else { continue };
                         let upstream = upstream.clone();
-                        let stall = stall.clone();
+                        let (stall, mute) = (stall.clone(), mute.clone());
                         let link = tokio::spawn(async move {
                             if let Ok(server) = TcpStream::connect(&upstream).await {
+                                let _ = (client.set_nodelay(true), server.set_nodelay(true));
                                 let (from_client, to_client) = client.into_split();
                                 let (from_server, to_server) = server.into_split();
+                                let up = pump(from_client, to_server, stall.subscribe(), None);
+                                let down = pump(from_server, to_client, stall.subscribe(), Some(mute.subscribe()));
                                 tokio::select! {
-                                    () = pump(from_client, to_server, stall.subscribe()) => {}
-                                    () = pump(from_server, to_client, stall.subscribe()) => {}
+                                    () = up => {}
+                                    () = down => {}
                                 }
                             }
                         });
@@ -105,6 +116,7 @@ impl Proxy {
             links,
             down,
             stalled,
+            muted,
             task,
         }
     }
@@ -112,6 +124,11 @@ impl Proxy {
     /// The port it listens on.
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// A broker's `url` through this proxy: its host and port replaced by the proxy's.
+    pub fn through(&self, url: &str) -> String {
+        url.replacen(&host_port(url), &format!("127.0.0.1:{}", self.port), 1)
     }
 
     /// Drops every connection through it, as a dead network would; new ones are taken.
@@ -147,16 +164,38 @@ impl Proxy {
     pub fn resume(&self) {
         self.stalled.send_replace(false);
     }
+
+    /// While `true`, the upstream's answers are read and thrown away: it runs what it
+    /// is sent, and the client never hears back.
+    pub fn mute(&self, mute: bool) {
+        self.muted.send_replace(mute);
+    }
 }
 
-/// Copies `from` to `to` until either ends, holding each chunk while stalled.
-async fn pump(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, mut stalled: watch::Receiver<bool>) {
+/// The `host:port` of a URL.
+fn host_port(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let rest = rest.rsplit_once('@').map_or(rest, |(_, rest)| rest);
+    rest.split(['/', '?']).next().unwrap_or(rest).to_owned()
+}
+
+/// Copies `from` to `to` until either ends, holding each chunk while stalled, and
+/// throwing it away while `muted`.
+async fn pump(
+    mut from: OwnedReadHalf,
+    mut to: OwnedWriteHalf,
+    mut stalled: watch::Receiver<bool>,
+    muted: Option<watch::Receiver<bool>>,
+) {
     let mut buf = vec![0_u8; 16 * 1024];
     loop {
         let n = match from.read(&mut buf).await {
             Ok(0) | Err(_) => return,
             Ok(n) => n,
         };
+        if muted.as_ref().is_some_and(|muted| *muted.borrow()) {
+            continue;
+        }
         if stalled.wait_for(|stalled| !*stalled).await.is_err() {
             return;
         }

@@ -245,9 +245,9 @@ async fn a_message_over_max_message_size_is_too_large_naming_the_limit_4() {
 async fn a_publish_never_confirmed_comes_back_after_the_publish_timeout(rabbit: Rabbit) {
     let queue = unique("stalled");
     declare(rabbit, &[(queue.clone(), QueueSpec::classic())]);
-    let proxy = Proxy::start(&rabbit.host_port()).await;
+    let proxy = Proxy::to_url(&rabbit.url()).await;
     let options = ConnectOptions::new().publish_timeout(Duration::from_secs(1));
-    let lapin = LapinBroker::connect_with(&rabbit.url_via(proxy.port()), options)
+    let lapin = LapinBroker::connect_with(&proxy.through(&rabbit.url()), options)
         .await
         .expect("connected through the proxy");
     let publisher = lapin.publisher();

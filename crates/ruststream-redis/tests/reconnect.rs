@@ -1,7 +1,7 @@
 //! Connections reset while messages flow strand nothing: every entry is handled and the
 //! group's pending list empties, with default options. The consumer reaches Redis through
-//! a proxy (`support::proxy`) that resets every connection a few times; the test publishes
-//! and inspects the server directly.
+//! the conformance crate's proxy, which cuts every connection a few times; the test
+//! publishes and inspects the server directly.
 
 mod support;
 
@@ -9,9 +9,9 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use ruststream_conformance::proxy::Proxy;
 use ruststream_core::{Broker, Settlement};
 use ruststream_redis::{Claiming, RedisBroker, Settings, Stream};
-use support::proxy::Proxy;
 use support::{ctx, msg, n_of, next_within};
 
 const TOTAL: usize = 400;
@@ -32,7 +32,7 @@ fn upstream(via: &str) -> (String, String) {
 async fn resets_strand_nothing(options: impl ruststream_core::BrokerOption) {
     let ctx = ctx().await;
     let proxy = Proxy::start(&upstream("").0).await;
-    let proxied = upstream(&format!("127.0.0.1:{}", proxy.port)).1;
+    let proxied = upstream(&format!("127.0.0.1:{}", proxy.port())).1;
     let consumer =
         RedisBroker::connect_with(&proxied, Settings::default().key_prefix(ctx.prefix.clone()))
             .await
@@ -79,7 +79,7 @@ async fn resets_strand_nothing(options: impl ruststream_core::BrokerOption) {
     };
     for _ in 0..RESETS {
         tokio::time::sleep(Duration::from_millis(350)).await;
-        proxy.reset();
+        proxy.cut();
     }
     publisher.await.expect("published");
     let count = || handled.lock().unwrap_or_else(PoisonError::into_inner).len();
@@ -123,7 +123,7 @@ async fn a_reset_is_logged_when_lost_and_when_back() {
     let lines = ruststream_conformance::logs::logs();
     let ctx = ctx().await;
     let proxy = Proxy::start(&upstream("").0).await;
-    let port = proxy.port;
+    let port = proxy.port();
     let proxied = upstream(&format!("127.0.0.1:{port}")).1;
     let consumer =
         RedisBroker::connect_with(&proxied, Settings::default().key_prefix(ctx.prefix.clone()))
@@ -142,7 +142,7 @@ async fn a_reset_is_logged_when_lost_and_when_back() {
         .await
         .expect("a delivery");
     first.settle(Settlement::Accept).await.expect("ack");
-    proxy.reset();
+    proxy.cut();
     // Other tests of this binary log too: the proxy's port tells this one's lines.
     let at = format!("127.0.0.1:{port}");
     let deadline = Instant::now() + Duration::from_secs(20);

@@ -311,64 +311,9 @@ pub async fn subscribe(broker: &AmqpBroker, spec: SubscribeSpec) -> Subscription
     broker.subscribe(spec).await.expect("subscribe")
 }
 
-/// A TCP proxy in front of the broker, to drop connections without touching the broker.
-pub struct Proxy {
-    pub port: u16,
-    pipes: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>>,
-    accept: tokio::task::JoinHandle<()>,
+/// A TCP proxy in front of the broker under test.
+pub async fn proxy() -> Proxy {
+    Proxy::to_url(&url()).await
 }
 
-impl Proxy {
-    /// Listens on 127.0.0.1 and forwards to the broker under test.
-    pub async fn start() -> Self {
-        let upstream = host_port(&url());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind proxy");
-        let port = listener.local_addr().expect("addr").port();
-        let pipes = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let list = pipes.clone();
-        let accept = tokio::spawn(async move {
-            while let Ok((mut client, _)) = listener.accept().await {
-                let upstream = upstream.clone();
-                let pipe = tokio::spawn(async move {
-                    if let Ok(mut server) = tokio::net::TcpStream::connect(upstream).await {
-                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
-                    }
-                });
-                list.lock().expect("lock").push(pipe.abort_handle());
-            }
-        });
-        Self {
-            port,
-            pipes,
-            accept,
-        }
-    }
-
-    /// The broker URL through the proxy.
-    pub fn url(&self) -> String {
-        let u = url();
-        let hp = host_port(&u);
-        u.replacen(&hp, &format!("127.0.0.1:{}", self.port), 1)
-    }
-
-    /// Drops every proxied connection (as a dead network would).
-    pub fn cut(&self) {
-        for pipe in self.pipes.lock().expect("lock").drain(..) {
-            pipe.abort();
-        }
-    }
-
-    /// Stops accepting and drops every connection: the broker is unreachable.
-    pub fn stop(&self) {
-        self.accept.abort();
-        self.cut();
-    }
-}
-
-fn host_port(url: &str) -> String {
-    let rest = url.split_once("://").map_or(url, |(_, r)| r);
-    let rest = rest.rsplit_once('@').map_or(rest, |(_, r)| r);
-    rest.split('/').next().unwrap_or(rest).to_owned()
-}
+pub use ruststream_conformance::proxy::Proxy;

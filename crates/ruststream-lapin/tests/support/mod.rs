@@ -35,20 +35,6 @@ impl Rabbit {
         std::env::var(var).unwrap_or_else(|_| default.to_owned())
     }
 
-    /// The broker's `host:port`.
-    pub fn host_port(self) -> String {
-        let url = self.url();
-        let rest = url.split_once("://").map_or(url.as_str(), |(_, rest)| rest);
-        let rest = rest.rsplit_once('@').map_or(rest, |(_, rest)| rest);
-        rest.split('/').next().unwrap_or(rest).to_owned()
-    }
-
-    /// The broker's URL through a proxy on `port` of 127.0.0.1.
-    pub fn url_via(self, port: u16) -> String {
-        self.url()
-            .replacen(&self.host_port(), &format!("127.0.0.1:{port}"), 1)
-    }
-
     fn how_to_start(self) -> &'static str {
         match self {
             Rabbit::V3 => {

@@ -17,7 +17,6 @@ use ruststream_core::{
 use ruststream_redis::{RedisBroker, Settings};
 
 pub mod failover;
-pub mod proxy;
 pub mod server;
 
 /// The server under test.
