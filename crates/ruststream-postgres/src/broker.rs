@@ -35,6 +35,10 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     moves: true,
 };
 
+/// How many settlements may trail behind a mount's handlers ([`Broker::trailing`]):
+/// the runtime's own number for a sequential mount, shared by `n` workers.
+pub const TRAILING: usize = 64;
+
 /// PostgreSQL as a broker: queues are rows of one table in the adapter's schema.
 #[derive(Clone)]
 pub struct PostgresBroker {
@@ -108,6 +112,15 @@ impl PostgresBroker {
 impl Broker for PostgresBroker {
     fn name(&self) -> &'static str {
         "postgres"
+    }
+
+    /// Every settlement waits for a commit shared by the rows settled at the same moment
+    /// (`src/deletes.rs`): `n` workers let [`TRAILING`] settlements trail between them,
+    /// as a sequential mount does behind its loop, so that a commit takes up to 64 rows
+    /// instead of one per worker (`workers(16)` was a third of the raw batched loop,
+    /// `BENCHMARKS.md`).
+    fn trailing(&self) -> Option<usize> {
+        Some(TRAILING)
     }
 
     fn subscribe(

@@ -188,3 +188,66 @@ async fn a_requeued_row_comes_back_at_once_and_counts() {
     broker.close().await;
     support::drop_schema(&schema);
 }
+
+/// `n` workers let settlements trail behind them as a sequential mount does (the broker
+/// declares [`ruststream_postgres::TRAILING`], which they share): the subscription
+/// claims rows for those too, so that one commit deletes many rows rather than one per
+/// worker. Before, `workers(2)` held 2 rows, and `workers(16)` was a third of the raw
+/// batched loop (`BENCHMARKS.md`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_claim_rows_for_the_settlements_trailing_behind_them() {
+    use std::sync::Arc;
+
+    use ruststream::{App, Mount, State, ack};
+    use tokio::sync::Semaphore;
+
+    let schema = support::unique_schema("workers");
+    let broker = support::broker(&schema, "").await;
+    for _ in 0..100 {
+        publish(&broker, "jobs", "work").await;
+    }
+    let go = Arc::new(Semaphore::new(0));
+    let running = App::new(broker.clone())
+        .state(go.clone())
+        .mount(
+            Mount::new("jobs").workers(2),
+            |State(go): State<Arc<Semaphore>>| async move {
+                let _held = go.acquire().await;
+                ack()
+            },
+        )
+        .start()
+        .await
+        .expect("started");
+    let pool = sqlx::PgPool::connect(&support::url())
+        .await
+        .unwrap_or_else(|e| panic!("{}", support::missing(&e)));
+    let leased = format!("SELECT count(*) FROM {schema}.ruststream_messages WHERE leased");
+    // 2 workers, each with 1 in its handler and 32 settlements that may trail.
+    let expected = 2 * (1 + ruststream_postgres::TRAILING as i64 / 2);
+    let started = Instant::now();
+    let mut held = 0;
+    while started.elapsed() < Duration::from_secs(10) {
+        held = sqlx::query_scalar::<_, i64>(&leased)
+            .fetch_one(&pool)
+            .await
+            .expect("counted");
+        if held == expected {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(held, expected, "rows claimed for two workers");
+    go.add_permits(1000);
+    running.stop().await.expect("stopped");
+    let still = sqlx::query_scalar::<_, i64>(&leased)
+        .fetch_one(&pool)
+        .await
+        .expect("counted");
+    assert_eq!(
+        still, 0,
+        "a clean stop handles or gives back every row it claimed"
+    );
+    broker.close().await;
+    support::drop_schema(&schema);
+}
