@@ -44,17 +44,28 @@ impl Held {
     }
 
     /// Pushes the lease of every held row to `lease` from now. A row settled meanwhile
-    /// (no longer `leased`, or claimed again) is left alone.
+    /// (no longer `leased`, or claimed again), or locked by a statement under way, is
+    /// left alone.
     pub(crate) async fn extend(&self, pool: &PgPool, names: &Names, lease: Duration) {
         let (ids, attempts): (Vec<i64>, Vec<i32>) = self.lock().iter().unzip();
         if ids.is_empty() {
             return;
         }
+        // A row another statement has locked is skipped, not waited for: it is being
+        // deleted (a settlement) or given back, and the next extension takes it if it
+        // is still held. Waiting for it, the extension held the rows it had updated
+        // already while the batched delete held that row and waited for those:
+        // PostgreSQL ended one of them with `deadlock detected` (a settlement failed,
+        // or every lease went unextended).
         let statement = format!(
-            "UPDATE {} AS m SET visible_at = now() + $3 * interval '1 millisecond'
-             FROM unnest($1::bigint[], $2::integer[]) AS t(id, attempts)
-             WHERE m.id = t.id AND m.attempts = t.attempts AND m.leased",
-            names.messages
+            "UPDATE {m} AS m SET visible_at = now() + $3 * interval '1 millisecond'
+             FROM (SELECT l.id FROM {m} AS l
+                   JOIN unnest($1::bigint[], $2::integer[]) AS t(id, attempts)
+                     ON l.id = t.id AND l.attempts = t.attempts
+                   WHERE l.leased
+                   FOR UPDATE OF l SKIP LOCKED) AS s
+             WHERE m.id = s.id",
+            m = names.messages
         );
         let extended = sqlx::query(&statement)
             .bind(ids)
