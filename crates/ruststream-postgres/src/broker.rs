@@ -35,9 +35,15 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     moves: true,
 };
 
-/// How many settlements may trail behind a mount's handlers ([`Broker::trailing`]):
-/// the runtime's own number for a sequential mount, shared by `n` workers.
-pub const TRAILING: usize = 64;
+/// How many settlements may trail behind a mount's handlers ([`Broker::trailing`]),
+/// shared by `n` workers: enough that the loop handles the next rows while one commit
+/// deletes 64 (with the runtime's 64 the loop waited for every commit).
+pub const TRAILING: usize = 256;
+
+/// The most claimed rows a subscription hands ahead of its handlers (fewer where the
+/// mount holds fewer): the settlements trailing behind hold no row that waits, so this,
+/// not [`TRAILING`], is what one consumer takes from the others.
+pub const AHEAD: usize = 128;
 
 /// PostgreSQL as a broker: queues are rows of one table in the adapter's schema.
 #[derive(Clone)]
@@ -115,10 +121,10 @@ impl Broker for PostgresBroker {
     }
 
     /// Every settlement waits for a commit shared by the rows settled at the same moment
-    /// (`src/deletes.rs`): `n` workers let [`TRAILING`] settlements trail between them,
-    /// as a sequential mount does behind its loop, so that a commit takes up to 64 rows
-    /// instead of one per worker (`workers(16)` was a third of the raw batched loop,
-    /// `BENCHMARKS.md`).
+    /// (`src/deletes.rs`): [`TRAILING`] settlements may trail behind a sequential loop,
+    /// or between `n` workers, so that the handlers go on while a commit deletes the
+    /// last rows, and a commit takes many rows rather than one per worker
+    /// (`BENCHMARKS.md`: `workers(16)` was a third of the raw batched loop).
     fn trailing(&self) -> Option<usize> {
         Some(TRAILING)
     }
@@ -139,20 +145,30 @@ impl Broker for PostgresBroker {
             let (tx, mut rx) = mpsc::unbounded_channel();
             let attached = Attached::new();
             spec.drain.accept();
+            let batch = claim.batch.unwrap_or(spec.in_flight).max(1);
+            let held = Arc::new(Held::default());
+            let taken = held.clone();
             let consumer = Consumer {
                 inner: self.inner.clone(),
                 notify: self.inner.wake.register(spec.address.as_str()),
                 queue: spec.address,
-                batch: claim.batch.unwrap_or(spec.in_flight).max(1),
+                batch,
+                ahead: batch.min(AHEAD),
                 claim,
-                held: Arc::new(Held::default()),
+                held,
                 drain: spec.drain,
                 attached: attached.clone(),
                 tx,
             };
             tokio::spawn(consumer.run());
             Ok(Subscription {
-                deliveries: Box::pin(stream::poll_fn(move |cx| rx.poll_recv(cx))),
+                deliveries: Box::pin(stream::poll_fn(move |cx| {
+                    let next = rx.poll_recv(cx);
+                    if let std::task::Poll::Ready(Some(Ok(_))) = &next {
+                        taken.taken();
+                    }
+                    next
+                })),
                 capabilities: CAPABILITIES,
                 attached,
             })

@@ -35,6 +35,8 @@ pub(crate) struct Consumer {
     pub(crate) queue: Address,
     pub(crate) claim: Claim,
     pub(crate) batch: usize,
+    /// The most claimed rows waiting for the runtime at once.
+    pub(crate) ahead: usize,
     pub(crate) held: Arc<Held>,
     pub(crate) notify: Arc<Notify>,
     pub(crate) drain: Drain,
@@ -58,8 +60,14 @@ impl Consumer {
         // An outage is one error (one WARN), not one per failed claim.
         let mut outage = Outage::default();
         'claiming: loop {
-            let room = self.batch.saturating_sub(self.held.len());
-            let wait = if room == 0 {
+            let waiting = self.held.waiting();
+            let room = self
+                .batch
+                .saturating_sub(self.held.len())
+                .min(self.ahead.saturating_sub(waiting));
+            // Each claim is a commit: while rows still wait for the handlers, the next
+            // claim waits for room for half as many as may wait, not for one row.
+            let wait = if room == 0 || (waiting > 0 && room < self.ahead.div_ceil(2)) {
                 Wait::Room(Instant::now() + self.claim.poll)
             } else {
                 match self.take(room, &acker).await {
@@ -174,6 +182,7 @@ impl Consumer {
                 delivery = delivery.with_defect(defect);
             }
             // A stream dropped meanwhile drops the delivery, which gives the row back.
+            self.held.handed();
             let _ = self.tx.send(Ok(delivery));
         }
         Ok(taken)

@@ -2,6 +2,7 @@
 //! leases while handlers run.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
@@ -10,11 +11,14 @@ use tokio::sync::Notify;
 
 use crate::schema::Names;
 
-/// A subscription's claimed rows, by id, with the attempt each was claimed at.
+/// A subscription's claimed rows, by id, with the attempt each was claimed at, and how
+/// many of them wait for the runtime to take them.
 #[derive(Debug, Default)]
 pub(crate) struct Held {
     rows: Mutex<HashMap<i64, i32>>,
-    /// Woken when a row is let go (room for another claim).
+    /// Claimed rows handed to the stream that the runtime has not taken yet.
+    waiting: AtomicUsize,
+    /// Woken when a row is let go or taken (room for another claim).
     pub(crate) freed: Notify,
 }
 
@@ -37,6 +41,22 @@ impl Held {
     /// How many rows are held.
     pub(crate) fn len(&self) -> usize {
         self.lock().len()
+    }
+
+    /// A claimed row was handed to the stream.
+    pub(crate) fn handed(&self) {
+        self.waiting.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The runtime took a row from the stream.
+    pub(crate) fn taken(&self) {
+        self.waiting.fetch_sub(1, Ordering::AcqRel);
+        self.freed.notify_one();
+    }
+
+    /// How many rows wait in the stream for the runtime.
+    pub(crate) fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::Acquire)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<i64, i32>> {

@@ -57,7 +57,7 @@ mod settings;
 mod tls;
 mod wake;
 
-pub use broker::{CAPABILITIES, PostgresBroker, TRAILING};
+pub use broker::{AHEAD, CAPABILITIES, PostgresBroker, TRAILING};
 pub use connector::PostgresConnector;
 pub use error::ConnectError;
 pub use outbox::{Outbox, OutboxError, Relay};
