@@ -291,7 +291,7 @@ mod url;
 #[doc(hidden)]
 pub mod __fuzz;
 
-pub use broker::{RedisBroker, Settings};
+pub use broker::{AHEAD, RedisBroker, Settings, TRAILING};
 pub use connector::RedisConnector;
 pub use entry::STREAM_FIELDS;
 pub use error::ConnectError;
