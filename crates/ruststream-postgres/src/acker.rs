@@ -40,9 +40,9 @@ impl Acker for RowAcker {
         let deletes = self.deletes.clone();
         Settling::pending(async move {
             let done = match settlement {
-                Settlement::Accept | Settlement::Reject | Settlement::Remove => {
-                    deletes.delete(id, attempts).await
-                }
+                Settlement::Accept => deletes.delete(id, attempts, "accept").await,
+                Settlement::Remove => deletes.delete(id, attempts, "remove").await,
+                Settlement::Reject => deletes.delete(id, attempts, "reject").await,
                 Settlement::Requeue => visible(&inner, id, attempts, Duration::ZERO).await,
                 Settlement::RequeueAfter(delay) => visible(&inner, id, attempts, delay).await,
             };

@@ -54,7 +54,7 @@ impl Consumer {
         let acker: Arc<dyn Acker> = Arc::new(RowAcker {
             inner: self.inner.clone(),
             held: self.held.clone(),
-            deletes: Deletes::spawn(self.inner.clone(), self.batch),
+            deletes: Deletes::spawn(self.inner.clone(), self.batch, self.claim.archive),
         });
         let mut backoff = Duration::from_millis(100);
         // An outage is one error (one WARN), not one per failed claim.

@@ -27,9 +27,14 @@ const HOLD: Duration = Duration::from_millis(1);
 /// Up to how many times a flush yields for the rows of the same moment to join it.
 const GATHER_YIELDS: usize = 8;
 
-/// A row to delete (its id and the attempt of this claim), and where to say whether it
-/// was deleted.
-type Request = (i64, i32, oneshot::Sender<Result<bool, AckError>>);
+/// A row to delete (its id, the attempt of this claim and the settlement's name, which
+/// the archive keeps), and where to say whether it was deleted.
+type Request = (
+    i64,
+    i32,
+    &'static str,
+    oneshot::Sender<Result<bool, AckError>>,
+);
 
 /// How many rows a flush waits for: [`RUN`], but never more than can wait at once (the
 /// subscription holds at most `batch` rows, one of them possibly in its handler).
@@ -45,31 +50,55 @@ pub(crate) struct Deletes {
 
 impl Deletes {
     /// Starts the task deleting rows of `inner`'s table for a subscription holding at
-    /// most `batch` rows.
-    pub(crate) fn spawn(inner: Arc<Inner>, batch: usize) -> Self {
+    /// most `batch` rows; with `archive`, each deleted row is copied to the archive table
+    /// in the same statement.
+    pub(crate) fn spawn(inner: Arc<Inner>, batch: usize, archive: bool) -> Self {
         let (requests, mut rx) = mpsc::unbounded_channel::<Request>();
         let run = run_for(batch);
         tokio::spawn(async move {
-            let statement = format!(
-                "DELETE FROM {} AS m USING unnest($1::bigint[], $2::integer[]) AS s(id, attempts)
-                 WHERE m.id = s.id AND m.attempts = s.attempts RETURNING m.id",
-                inner.names.messages
-            );
+            let statement = if archive {
+                format!(
+                    "WITH gone AS (
+                        DELETE FROM {m} AS m
+                        USING unnest($1::bigint[], $2::integer[], $3::text[])
+                            AS s(id, attempts, settlement)
+                        WHERE m.id = s.id AND m.attempts = s.attempts
+                        RETURNING m.*, s.settlement),
+                     kept AS (
+                        INSERT INTO {a} (id, queue, payload, header_names, header_values,
+                                         attempts, created_at, settlement)
+                        SELECT id, queue, payload, header_names, header_values, attempts,
+                               created_at, settlement FROM gone)
+                     SELECT id FROM gone",
+                    m = inner.names.messages,
+                    a = inner.names.archive
+                )
+            } else {
+                format!(
+                    "DELETE FROM {} AS m
+                     USING unnest($1::bigint[], $2::integer[], $3::text[])
+                        AS s(id, attempts, settlement)
+                     WHERE m.id = s.id AND m.attempts = s.attempts RETURNING m.id",
+                    inner.names.messages
+                )
+            };
             let mut batch: Vec<Request> = Vec::new();
             while let Some(first) = rx.recv().await {
                 batch.push(first);
                 gather(&mut rx, &mut batch, run).await;
-                let ids: Vec<i64> = batch.iter().map(|(id, _, _)| *id).collect();
-                let attempts: Vec<i32> = batch.iter().map(|(_, a, _)| *a).collect();
+                let ids: Vec<i64> = batch.iter().map(|(id, ..)| *id).collect();
+                let attempts: Vec<i32> = batch.iter().map(|(_, a, ..)| *a).collect();
+                let settlements: Vec<&str> = batch.iter().map(|(_, _, s, _)| *s).collect();
                 let mut deleted: Result<Vec<i64>, sqlx::Error> = sqlx::query_scalar(&statement)
                     .bind(&ids)
                     .bind(&attempts)
+                    .bind(&settlements)
                     .fetch_all(&inner.pool)
                     .await;
                 if let Ok(rows) = &mut deleted {
                     rows.sort_unstable();
                 }
-                for (id, _, reply) in batch.drain(..) {
+                for (id, _, _, reply) in batch.drain(..) {
                     let answer = match &deleted {
                         Ok(rows) => Ok(rows.binary_search(&id).is_ok()),
                         Err(error) => Err(ack_error(error)),
@@ -81,12 +110,17 @@ impl Deletes {
         Self { requests }
     }
 
-    /// Deletes row `id` of claim `attempts` with the next statement: whether it was
-    /// still this claim's, once that statement committed.
-    pub(crate) async fn delete(&self, id: i64, attempts: i32) -> Result<bool, AckError> {
+    /// Deletes row `id` of claim `attempts`, settled as `settlement`, with the next
+    /// statement: whether it was still this claim's, once that statement committed.
+    pub(crate) async fn delete(
+        &self,
+        id: i64,
+        attempts: i32,
+        settlement: &'static str,
+    ) -> Result<bool, AckError> {
         let (tx, rx) = oneshot::channel();
         self.requests
-            .send((id, attempts, tx))
+            .send((id, attempts, settlement, tx))
             .map_err(|_| AckError::Disconnected)?;
         rx.await.map_err(|_| AckError::Disconnected)?
     }

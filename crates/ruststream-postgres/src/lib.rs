@@ -23,7 +23,8 @@
 //!   loses; per-key order kept). See [`outbox`].
 //!
 //! Settings, in the URL's query (all mounts) or a mount's settings: `lease` (30s),
-//! `batch` (the mount's in-flight count), `poll` (5s); URL only: `schema` (`ruststream`),
+//! `batch` (the mount's in-flight count), `poll` (5s), `archive` (false: settled rows
+//! are deleted; true: moved to the archive table); URL only: `schema` (`ruststream`),
 //! `max_connections` (10). The client's own keys (`application_name`, `options`, …) stay
 //! with the client; any other key is an error. No TLS yet. See `docs/postgres.md`.
 //!

@@ -41,6 +41,22 @@ const MIGRATIONS: &[&[&str]] = &[
         "CREATE INDEX IF NOT EXISTS ruststream_outbox_key
             ON {schema}.ruststream_outbox (key, id) WHERE key IS NOT NULL",
     ],
+    // 3: the archive of settled rows (the `archive` setting).
+    &[
+        "CREATE TABLE IF NOT EXISTS {schema}.ruststream_archive (
+            id bigint PRIMARY KEY,
+            queue text NOT NULL,
+            payload bytea NOT NULL,
+            header_names text[] NOT NULL,
+            header_values bytea[] NOT NULL,
+            attempts integer NOT NULL,
+            created_at timestamptz NOT NULL,
+            settled_at timestamptz NOT NULL DEFAULT now(),
+            settlement text NOT NULL
+        )",
+        "CREATE INDEX IF NOT EXISTS ruststream_archive_settled
+            ON {schema}.ruststream_archive (queue, settled_at)",
+    ],
 ];
 
 /// The schema version this build of the adapter writes.
@@ -57,6 +73,8 @@ pub(crate) struct Names {
     pub(crate) channel: String,
     /// `schema.ruststream_outbox`.
     pub(crate) outbox: String,
+    /// `schema.ruststream_archive`.
+    pub(crate) archive: String,
     /// The channel outbox inserts notify.
     pub(crate) outbox_channel: String,
 }
@@ -69,6 +87,7 @@ impl Names {
             messages: format!("{schema}.ruststream_messages"),
             channel: format!("{schema}_ruststream"),
             outbox: format!("{schema}.ruststream_outbox"),
+            archive: format!("{schema}.ruststream_archive"),
             outbox_channel: format!("{schema}_rs_outbox"),
         }
     }
@@ -104,6 +123,20 @@ const COLUMNS: &[(&str, &[(&str, &str)])] = &[
             ("attempts", "integer"),
             ("last_error", "text"),
             ("retry_at", "timestamp with time zone"),
+        ],
+    ),
+    (
+        "ruststream_archive",
+        &[
+            ("id", "bigint"),
+            ("queue", "text"),
+            ("payload", "bytea"),
+            ("header_names", "ARRAY"),
+            ("header_values", "ARRAY"),
+            ("attempts", "integer"),
+            ("created_at", "timestamp with time zone"),
+            ("settled_at", "timestamp with time zone"),
+            ("settlement", "text"),
         ],
     ),
 ];

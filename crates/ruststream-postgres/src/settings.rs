@@ -9,10 +9,17 @@ use ruststream_core::{Options, Setting, SubscribeError};
 const BROKER_KEYS: &[&str] = &["schema", "max_connections"];
 
 /// The keys of a subscription, from the URL (every mount) or a mount's settings.
-const MOUNT_KEYS: &[&str] = &["lease", "batch", "poll"];
+const MOUNT_KEYS: &[&str] = &["lease", "batch", "poll", "archive"];
 
 /// Every key the adapter reads.
-const KEYS: &[&str] = &["schema", "max_connections", "lease", "batch", "poll"];
+const KEYS: &[&str] = &[
+    "schema",
+    "max_connections",
+    "lease",
+    "batch",
+    "poll",
+    "archive",
+];
 
 /// The query keys the PostgreSQL client reads itself; they stay in the URL.
 pub(crate) fn client_key(key: &str) -> bool {
@@ -53,6 +60,8 @@ pub(crate) struct Claim {
     pub(crate) batch: Option<usize>,
     /// How often a consumer looks without a notification (the fallback).
     pub(crate) poll: Duration,
+    /// Settled rows are moved to the archive table instead of deleted.
+    pub(crate) archive: bool,
 }
 
 impl Default for Claim {
@@ -61,6 +70,7 @@ impl Default for Claim {
             lease: DEFAULT_LEASE,
             batch: None,
             poll: DEFAULT_POLL,
+            archive: false,
         }
     }
 }
@@ -130,6 +140,7 @@ fn claim_one(claim: &mut Claim, setting: &Setting) -> Result<(), SubscribeError>
             }
             poll => claim.poll = poll,
         },
+        "archive" => claim.archive = setting.flag()?,
         _ => return Err(setting.unknown("postgres", MOUNT_KEYS)),
     }
     Ok(())
@@ -186,13 +197,21 @@ mod tests {
             (claimed.lease, claimed.batch),
             (Duration::from_secs(5), Some(8))
         );
+        assert!(!claimed.archive, "rows are deleted by default");
+        mount.configure(Setting::new("archive", "true", "env"));
+        assert!(claim(set.claim, &mount).expect("mount").archive);
     }
 
     #[test]
     fn unknown_keys_and_bad_values_are_errors() {
         let error = connection(&url(&[("prefetch", "8")])).expect_err("unknown");
         assert!(error.to_string().contains("known: schema"), "{error}");
-        for (key, value) in [("schema", "Jobs; drop"), ("lease", "10ms"), ("batch", "0")] {
+        for (key, value) in [
+            ("schema", "Jobs; drop"),
+            ("lease", "10ms"),
+            ("batch", "0"),
+            ("archive", "perhaps"),
+        ] {
             assert!(connection(&url(&[(key, value)])).is_err(), "{key}={value}");
         }
         let mut mount = Options::default();
