@@ -305,13 +305,17 @@ impl RedisBroker {
             }
             Form::List(options) => {
                 let connection = self.reader().await?;
+                // At most once: what a pop took and no handler has is lost with the
+                // process, so a pop takes no more than the runtime's own sequential
+                // in-flight count, whatever the trailing settlements (which this form,
+                // settled at once, never has) make the mount's count.
                 let reader = ListReader::open(
                     self.inner.pool.clone(),
                     connection,
                     self.keys(spec.address.as_str()),
                     spec.address.clone(),
                     options.block,
-                    count,
+                    count.min(LIST_POP),
                     self.inner.hand_backs.clone(),
                 )
                 .await;
@@ -537,6 +541,10 @@ pub const TRAILING: usize = 256;
 /// settlements make its in-flight count larger: they hold no entry that waits, and a
 /// read of more would take entries from the group's other consumers.
 pub const AHEAD: usize = 128;
+
+/// The most items one pop of the plain list form takes (the form is at most once: a
+/// crash loses what was popped and not handled).
+const LIST_POP: usize = 65;
 
 /// How many entries one read takes for a mount holding `in_flight` deliveries: what the
 /// handlers can hold beyond the [`TRAILING`] settlements, at least [`AHEAD`], never more
