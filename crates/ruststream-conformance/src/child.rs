@@ -113,4 +113,14 @@ impl Child {
         self.0.kill().expect("killed");
         let _ = self.0.wait();
     }
+
+    /// Kills the child at a random moment 50–250 ms from now, so that repeated kills
+    /// land anywhere in its work.
+    pub async fn kill_soon(self) {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        tokio::time::sleep(Duration::from_millis(50 + u64::from(nanos % 200))).await;
+        self.kill();
+    }
 }

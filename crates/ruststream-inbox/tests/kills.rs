@@ -110,11 +110,7 @@ async fn killed_consumers_leave_every_effect_exactly_once() {
             Duration::from_secs(30),
         )
         .await;
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        tokio::time::sleep(Duration::from_millis(50 + u64::from(nanos % 200))).await;
-        child.kill();
+        child.kill_soon().await;
         kills += 1;
     }
     // What the kills left is handled here.

@@ -146,11 +146,7 @@ async fn relays_killed_lose_nothing(to: &str) {
             Duration::from_secs(30),
         )
         .await;
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        tokio::time::sleep(Duration::from_millis(50 + u64::from(nanos % 200))).await;
-        child.kill();
+        child.kill_soon().await;
         killed += 1;
     }
     let left = depth().await;
