@@ -75,9 +75,7 @@ impl Deletes {
                 )
             } else {
                 format!(
-                    "DELETE FROM {} AS m
-                     USING unnest($1::bigint[], $2::integer[], $3::text[])
-                        AS s(id, attempts, settlement)
+                    "DELETE FROM {} AS m USING unnest($1::bigint[], $2::integer[]) AS s(id, attempts)
                      WHERE m.id = s.id AND m.attempts = s.attempts RETURNING m.id",
                     inner.names.messages
                 )
@@ -88,13 +86,13 @@ impl Deletes {
                 gather(&mut rx, &mut batch, run).await;
                 let ids: Vec<i64> = batch.iter().map(|(id, ..)| *id).collect();
                 let attempts: Vec<i32> = batch.iter().map(|(_, a, ..)| *a).collect();
-                let settlements: Vec<&str> = batch.iter().map(|(_, _, s, _)| *s).collect();
-                let mut deleted: Result<Vec<i64>, sqlx::Error> = sqlx::query_scalar(&statement)
-                    .bind(&ids)
-                    .bind(&attempts)
-                    .bind(&settlements)
-                    .fetch_all(&inner.pool)
-                    .await;
+                let mut query = sqlx::query_scalar(&statement).bind(&ids).bind(&attempts);
+                if archive {
+                    // How each row was settled, for the archive only.
+                    let settlements: Vec<&str> = batch.iter().map(|(_, _, s, _)| *s).collect();
+                    query = query.bind(settlements);
+                }
+                let mut deleted: Result<Vec<i64>, sqlx::Error> = query.fetch_all(&inner.pool).await;
                 if let Ok(rows) = &mut deleted {
                     rows.sort_unstable();
                 }
