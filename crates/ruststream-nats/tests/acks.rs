@@ -33,7 +33,13 @@ async fn acknowledged_with_reply(broker: &NatsBroker, subject: &str, spec: Subsc
         .subscribe(format!("$JS.ACK.{}.>", subject.replace('.', "_")))
         .await
         .expect("watch the acknowledgements");
-    watcher.flush().await.expect("flush");
+    // The server takes a connection's operations in order: once it answered a request
+    // on this connection, it has the subscription. (`flush` only writes it out: under
+    // load the acknowledgement could reach the server first, unseen.)
+    watcher
+        .request("$JS.API.INFO", bytes::Bytes::new())
+        .await
+        .expect("a round trip after the subscription");
     publish(broker, subject, Message::new("one")).await;
     let delivery = next(&mut sub, WAIT).await;
     delivery.settle(Settlement::Accept).await.expect("settled");
