@@ -111,17 +111,11 @@ impl Fault {
 
 impl Fault {
     /// Why `self` cannot be injected on `form`, if it cannot: a broker fault is of one
-    /// broker, and the memory broker has no connection to cut nor process to kill. Kafka's
-    /// connections are not cut through the proxy: a Kafka client asks its first server
-    /// for the cluster's metadata and connects to the listener the broker advertises,
-    /// past the proxy, so a reset or black hole there would touch nothing that matters.
+    /// broker, and the memory broker has no connection to cut nor process to kill.
     pub(crate) fn check(self, form: Form) -> Result<(), String> {
         let fits = match self {
             Fault::None => true,
-            Fault::Kill => form.server() != Server::Memory,
-            Fault::Reset | Fault::BlackHole => {
-                !matches!(form.server(), Server::Memory | Server::Kafka)
-            }
+            Fault::Kill | Fault::Reset | Fault::BlackHole => form.server() != Server::Memory,
             Fault::RedisKill => form.server() == Server::Redis,
             Fault::RabbitRestart => form.server().is_rabbit(),
             Fault::NatsRestart => form.server() == Server::Nats,

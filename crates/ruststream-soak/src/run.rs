@@ -55,7 +55,7 @@ impl<'a> Run<'a> {
         address: &'a str,
         dir: &'a Path,
     ) -> Result<Self, BoxError> {
-        let (mut server, mut nats) = (None, None);
+        let (mut server, mut nats, mut proxy) = (None, None, None);
         let base = match plan.fault {
             Fault::RedisKill => {
                 let own = OwnServer::start(Kind::Redis, dir.join("redis-data"))?;
@@ -91,6 +91,20 @@ impl<'a> Run<'a> {
                 server = Some(own);
                 url
             }
+            // A Kafka client asks the server it was given for the cluster's metadata,
+            // then connects to the listener each broker advertises: a proxy on the
+            // machine's broker would cut only the first connection. A nisshi of the
+            // run's own advertises the proxy, so every connection goes through it (the
+            // producer's and the operator's too).
+            Fault::BlackHole | Fault::Reset if plan.form.server() == Server::Kafka => {
+                let port = crate::server::free_port()?;
+                let p = Proxy::start(format!("127.0.0.1:{port}")).await?;
+                let own = OwnServer::start_on(Kind::Kafka, dir.join("kafka-data"), port, p.port)?;
+                let url = own.url();
+                server = Some(own);
+                proxy = Some(p);
+                url
+            }
             _ => plan.form.server().url(),
         };
         let mqtt = if plan.form.server() == Server::Mqtt {
@@ -105,10 +119,12 @@ impl<'a> Run<'a> {
         } else {
             None
         };
-        let mut proxy = None;
         let mut consumer_url = base.clone();
         if plan.fault.proxied() {
-            let p = Proxy::start(host_port(&base).to_owned()).await?;
+            let p = match proxy.take() {
+                Some(p) => p,
+                None => Proxy::start(host_port(&base).to_owned()).await?,
+            };
             consumer_url = via(&base, p.port);
             proxy = Some(p);
         }

@@ -29,14 +29,28 @@ pub(crate) enum Kind {
 pub(crate) struct OwnServer {
     kind: Kind,
     pub(crate) port: u16,
+    /// The port a nisshi tells its clients to connect to (its own, or a proxy's).
+    advertised: u16,
     dir: PathBuf,
     child: Option<Child>,
 }
 
 impl OwnServer {
-    /// Starts one of `kind` with its data in `dir`.
+    /// Starts one of `kind` with its data in `dir`, on a free port.
     pub(crate) fn start(kind: Kind, dir: PathBuf) -> std::io::Result<Self> {
-        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let port = free_port()?;
+        Self::start_on(kind, dir, port, port)
+    }
+
+    /// Starts one of `kind` with its data in `dir` on `port`; a nisshi advertises
+    /// `advertised` as its listener (a proxy in front of it: a Kafka client connects to
+    /// the listener the metadata names, not to the one it was given).
+    pub(crate) fn start_on(
+        kind: Kind,
+        dir: PathBuf,
+        port: u16,
+        advertised: u16,
+    ) -> std::io::Result<Self> {
         std::fs::create_dir_all(&dir)?;
         match kind {
             Kind::Postgres => initdb(&dir)?,
@@ -51,6 +65,7 @@ impl OwnServer {
         let mut server = Self {
             kind,
             port,
+            advertised,
             dir,
             child: None,
         };
@@ -97,9 +112,10 @@ impl OwnServer {
             }
             Kind::Kafka => {
                 let listener = format!("tcp://127.0.0.1:{port}");
+                let advertised = format!("tcp://127.0.0.1:{}", self.advertised);
                 command
                     .args(["broker", "--listener-url", &listener])
-                    .args(["--advertised-listener-url", &listener])
+                    .args(["--advertised-listener-url", &advertised])
                     .args(["--storage-engine", &storage(&database(self.port))])
                     .args(["--group-initial-rebalance-delay", "0s"]);
                 return command;
@@ -229,6 +245,11 @@ impl Drop for OwnServer {
             let _ = crate::pending::psql(&storage("postgres"), &drop);
         }
     }
+}
+
+/// A port free now on 127.0.0.1.
+pub(crate) fn free_port() -> std::io::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
 /// The database of the nisshi on `port`, on the machine's PostgreSQL.
