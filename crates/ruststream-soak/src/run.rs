@@ -95,11 +95,12 @@ impl<'a> Run<'a> {
             // then connects to the listener each broker advertises: a proxy on the
             // machine's broker would cut only the first connection. A nisshi of the
             // run's own advertises the proxy, so every connection goes through it (the
-            // producer's and the operator's too).
+            // producer's and the operator's too). In memory: it is not restarted.
             Fault::BlackHole | Fault::Reset if plan.form.server() == Server::Kafka => {
                 let port = crate::server::free_port()?;
                 let p = Proxy::start(format!("127.0.0.1:{port}")).await?;
-                let own = OwnServer::start_on(Kind::Kafka, dir.join("kafka-data"), port, p.port)?;
+                let own =
+                    OwnServer::start_on(Kind::KafkaMemory, dir.join("kafka-data"), port, p.port)?;
                 let url = own.url();
                 server = Some(own);
                 proxy = Some(p);

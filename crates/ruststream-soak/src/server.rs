@@ -21,7 +21,12 @@ pub(crate) enum Kind {
     Redis,
     Nats,
     Postgres,
+    /// nisshi storing in a database of its own on the machine's PostgreSQL (survives a
+    /// SIGKILL).
     Kafka,
+    /// nisshi keeping everything in memory (as the machine's 9092): for faults that do
+    /// not restart it, where PostgreSQL storage would only slow every fetch and commit.
+    KafkaMemory,
     Mosquitto,
 }
 
@@ -60,7 +65,7 @@ impl OwnServer {
             )
             .map(drop)?,
             Kind::Mosquitto => crate::mosquitto::configure(&dir, port)?,
-            Kind::Redis | Kind::Nats => {}
+            Kind::Redis | Kind::Nats | Kind::KafkaMemory => {}
         }
         let mut server = Self {
             kind,
@@ -80,7 +85,7 @@ impl OwnServer {
             Kind::Nats => ("RUSTSTREAM_NATS_SERVER", "nats-server"),
             Kind::Mosquitto => ("RUSTSTREAM_MOSQUITTO", "mosquitto"),
             Kind::Postgres => return ("RUSTSTREAM_POSTGRES_BIN", postgres_bin("postgres")),
-            Kind::Kafka => {
+            Kind::Kafka | Kind::KafkaMemory => {
                 let cache = std::env::var("RUSTSTREAM_CACHE")
                     .unwrap_or_else(|_| "/var/cache/ruststream".to_owned());
                 let built = format!("{cache}/nisshi-0.8.1/bin/nisshi");
@@ -110,13 +115,17 @@ impl OwnServer {
                     .arg(crate::mosquitto::config_path(&self.dir));
                 return command;
             }
-            Kind::Kafka => {
+            Kind::Kafka | Kind::KafkaMemory => {
                 let listener = format!("tcp://127.0.0.1:{port}");
                 let advertised = format!("tcp://127.0.0.1:{}", self.advertised);
+                let storage = match self.kind {
+                    Kind::Kafka => storage(&database(self.port)),
+                    _ => "memory://nisshi/".to_owned(),
+                };
                 command
                     .args(["broker", "--listener-url", &listener])
                     .args(["--advertised-listener-url", &advertised])
-                    .args(["--storage-engine", &storage(&database(self.port))])
+                    .args(["--storage-engine", &storage])
                     .args(["--group-initial-rebalance-delay", "0s"]);
                 return command;
             }
@@ -143,7 +152,7 @@ impl OwnServer {
             Kind::Redis => {
                 crate::pending::redis_cli(&self.url(), &["PING"]).is_ok_and(|r| r.trim() == "PONG")
             }
-            Kind::Nats | Kind::Kafka | Kind::Mosquitto => {
+            Kind::Nats | Kind::Kafka | Kind::KafkaMemory | Kind::Mosquitto => {
                 std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok()
             }
             Kind::Postgres => Command::new(postgres_bin("pg_isready"))
@@ -183,7 +192,7 @@ impl OwnServer {
         let scheme = match self.kind {
             Kind::Redis => "redis",
             Kind::Nats => "nats",
-            Kind::Kafka => "kafka",
+            Kind::Kafka | Kind::KafkaMemory => "kafka",
             Kind::Mosquitto => "mqtt",
             Kind::Postgres => {
                 return format!("postgres://postgres@127.0.0.1:{}/postgres", self.port);
@@ -222,7 +231,7 @@ impl OwnServer {
     pub(crate) fn saved_at(&self) -> Option<u64> {
         match self.kind {
             Kind::Mosquitto => crate::mosquitto::saved_at(&self.dir),
-            Kind::Redis | Kind::Nats | Kind::Postgres | Kind::Kafka => None,
+            Kind::Redis | Kind::Nats | Kind::Postgres | Kind::Kafka | Kind::KafkaMemory => None,
         }
     }
 
