@@ -82,9 +82,11 @@ impl Fault {
             Fault::MqttRestart => {
                 "the MQTT broker SIGKILLed and restarted (its own Mosquitto, saving every second; its unsaved losses apart)"
             }
-            Fault::Reset => "every consumer connection reset by a TCP proxy, every 1–3 s",
+            Fault::Reset => {
+                "every consumer connection (on Kafka every client's) reset by a TCP proxy, every 1–3 s"
+            }
             Fault::BlackHole => {
-                "every consumer connection black-holed by a TCP proxy (nothing forwarded, nothing closed), then resumed"
+                "every consumer connection (on Kafka every client's) black-holed by a TCP proxy (nothing forwarded, nothing closed), then resumed"
             }
         }
     }
