@@ -1,5 +1,6 @@
 //! The consumer's rebalance callbacks: the group's partitions follow its assignments,
-//! and a partition taken away gets its last commit before it goes.
+//! and a partition taken away gets its last commit before it goes (unless the group
+//! has already given it to another member).
 
 use std::sync::Arc;
 
@@ -7,7 +8,7 @@ use rdkafka::ClientContext;
 use rdkafka::TopicPartitionList;
 use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
-use rdkafka::error::KafkaError;
+use rdkafka::error::{KafkaError, KafkaResult};
 
 use crate::group::Group;
 use crate::said::Said;
@@ -40,12 +41,33 @@ impl ConsumerContext for Context {
                 .map(|e| e.partition())
                 .collect::<Vec<_>>();
             let positions = self.group.revoke(partitions);
-            if !positions.is_empty() {
+            // A lost assignment (the consumer was put out of its group: no poll within
+            // `max_poll_interval`, no heartbeat within the session) is another member's
+            // already: a commit of it is refused, or never answered while the consumer
+            // closes. Its unsettled records are read again by their new owner.
+            if consumer.assignment_lost() {
+                if !positions.is_empty() {
+                    tracing::info!(topic = %self.group.topic,
+                        "kafka: partitions lost to the group; their last settlements are not committed");
+                }
+            } else if !positions.is_empty() {
+                // Asynchronous: librdkafka lets the partitions go only once its commits
+                // are answered (or their wait for a coordinator has timed out). A
+                // synchronous one waits here, inside librdkafka's rebalance, and at a
+                // close it could wait for ever (the group waits for this callback).
                 let list = offsets(&self.group.topic, &positions);
-                if let Err(error) = consumer.commit(&list, CommitMode::Sync) {
+                if let Err(error) = consumer.commit(&list, CommitMode::Async) {
                     tracing::warn!(topic = %self.group.topic, %error, "commit at a rebalance failed");
                 }
             }
+        }
+    }
+
+    fn commit_callback(&self, result: KafkaResult<()>, _: &TopicPartitionList) {
+        // Every commit's answer comes here too; the committer and the close say their
+        // own failures, so this only tells of the rebalance's asynchronous ones.
+        if let Err(error) = result {
+            tracing::debug!(topic = %self.group.topic, %error, "kafka: a commit failed");
         }
     }
 
