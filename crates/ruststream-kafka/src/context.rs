@@ -43,8 +43,8 @@ impl ConsumerContext for Context {
             let positions = self.group.revoke(partitions);
             // A lost assignment (the consumer was put out of its group: no poll within
             // `max_poll_interval`, no heartbeat within the session) is another member's
-            // already: a commit of it is refused, or never answered while the consumer
-            // closes. Its unsettled records are read again by their new owner.
+            // already, and Kafka refuses a commit from outside the group's generation.
+            // What was settled since the last commit is read again by the new owner.
             if consumer.assignment_lost() {
                 if !positions.is_empty() {
                     tracing::info!(topic = %self.group.topic,
