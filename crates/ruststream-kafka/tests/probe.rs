@@ -1,8 +1,11 @@
 //! Proves the broker under test with plain rdkafka clients, before the adapter relies on
 //! it: two consumers of one classic group share a three-partition topic; when one is
 //! dropped the other takes its partitions and goes on from the offsets committed for
-//! them, and committed offsets read back as written. Needs a Kafka-protocol broker
-//! (`scripts/kafka.sh`; `RUSTSTREAM_KAFKA_URL`, default `kafka://127.0.0.1:9092`).
+//! them, and committed offsets read back as written; and an idempotent producer's records
+//! the broker acknowledged are all there after a network black hole longer than
+//! librdkafka's request timeout. Needs a Kafka-protocol broker (`scripts/kafka.sh`;
+//! `RUSTSTREAM_KAFKA_URL`, default `kafka://127.0.0.1:9092`), and the nisshi it builds for
+//! a broker of the test's own.
 
 mod support;
 
@@ -10,9 +13,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{Message, Offset, TopicPartitionList};
+use ruststream_conformance::proxy::Proxy;
 
 type Seen = Arc<Mutex<Vec<(i32, i64)>>>;
 
@@ -172,4 +178,112 @@ async fn a_group_hands_a_dropped_consumers_partitions_to_the_other() {
     let second: BTreeMap<i32, Offset> = (0..3).map(|p| (p, Offset::Offset(4))).collect();
     assert_eq!(committed(&a, &topic), second);
     task_a.abort();
+}
+
+/// The producer the adapter publishes with (`src/producer.rs`): idempotent, `acks=all`.
+/// Through a proxy that forwards nothing for 35 s (longer than librdkafka's 30 s
+/// request timeout, so requests are sent again while the first ones are held), every
+/// record the broker acknowledged is stored, none twice. A broker that answered a
+/// record sent again as a duplicate without having stored it would lose it here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_records_survive_a_black_hole_past_the_request_timeout() {
+    const N: u32 = 6_000;
+    let port = support::free_port();
+    let broker = support::OwnBroker::advertising(support::free_port(), port);
+    let proxy = Proxy::on(port, &format!("127.0.0.1:{}", broker.port)).await;
+    let topic = support::unique("probe-hole");
+    let admin: AdminClient<DefaultClientContext> = broker.config().create().expect("admin");
+    let created = admin
+        .create_topics(
+            &[NewTopic::new(&topic, 3, TopicReplication::Fixed(1))],
+            &AdminOptions::new().operation_timeout(Some(Duration::from_secs(10))),
+        )
+        .await
+        .expect("create topics");
+    assert!(created.iter().all(Result::is_ok), "{created:?}");
+    let producer: FutureProducer = broker
+        .config()
+        .set("enable.idempotence", "true")
+        .set("acks", "all")
+        .set("message.timeout.ms", "300000")
+        .create()
+        .expect("producer");
+    let mut sends = tokio::task::JoinSet::new();
+    for i in 0..N {
+        if i == N / 4 {
+            proxy.stall();
+        }
+        if i == N / 4 + 200 {
+            tokio::time::sleep(Duration::from_secs(35)).await;
+            proxy.resume();
+        }
+        let (producer, topic) = (producer.clone(), topic.clone());
+        sends.spawn(async move {
+            let (key, payload) = (format!("k{}", i % 97), i.to_string());
+            let record = FutureRecord::to(&topic).key(&key).payload(&payload);
+            let sent = Instant::now();
+            producer
+                .send(record, Duration::ZERO)
+                .await
+                .map(|_| (i, sent.elapsed()))
+                .map_err(|(error, _)| format!("{i}: {error}"))
+        });
+        if i % 500 == 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    let (mut acknowledged, mut longest) = (BTreeSet::new(), Duration::ZERO);
+    while let Some(sent) = sends.join_next().await {
+        let (i, took) = sent
+            .expect("joined")
+            .expect("acknowledged (300 s to deliver)");
+        acknowledged.insert(i);
+        longest = longest.max(took);
+    }
+    assert_eq!(acknowledged.len(), N as usize);
+    assert!(
+        longest >= Duration::from_secs(30),
+        "the hole held records past the request timeout: longest {longest:?}"
+    );
+
+    let reader: StreamConsumer = broker
+        .config()
+        .set("group.id", support::unique("probe-hole"))
+        .set("group.protocol", "classic")
+        .set("auto.offset.reset", "earliest")
+        .set("enable.auto.commit", "false")
+        .create()
+        .expect("consumer");
+    reader.subscribe(&[&topic]).expect("subscribe");
+    let mut stored = BTreeMap::<u32, u32>::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    // Everything, and then 3 s of nothing (a record stored twice comes within them).
+    while Instant::now() < deadline {
+        match tokio::time::timeout(Duration::from_secs(3), reader.recv()).await {
+            Ok(Ok(record)) => {
+                let i = std::str::from_utf8(record.payload().unwrap_or_default())
+                    .ok()
+                    .and_then(|text| text.parse().ok())
+                    .expect("a number");
+                *stored.entry(i).or_default() += 1;
+            }
+            Err(_) if stored.len() >= N as usize => break,
+            _ => {}
+        }
+    }
+    let missing: Vec<u32> = acknowledged
+        .iter()
+        .filter(|i| !stored.contains_key(i))
+        .copied()
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "acknowledged and not stored: {missing:?}"
+    );
+    let twice: Vec<u32> = stored
+        .iter()
+        .filter(|(_, n)| **n > 1)
+        .map(|(i, _)| *i)
+        .collect();
+    assert!(twice.is_empty(), "stored twice: {twice:?}");
 }
