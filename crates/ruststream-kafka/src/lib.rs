@@ -53,6 +53,7 @@ mod acker;
 mod admin;
 mod bindings;
 mod broker;
+mod close;
 mod commit;
 mod connector;
 mod context;

@@ -3,7 +3,7 @@
 
 use ruststream_adapter::Outage;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -22,10 +22,6 @@ use crate::headers::from_kafka;
 /// How often a detached subscription asks whether the cluster answers again (and how
 /// long it waits for the answer).
 const PROBE: Duration = Duration::from_secs(1);
-
-/// How long a subscription's end waits for its consumer to commit and leave its group
-/// (Kafka's own consumer waits 30 s by default at a close).
-const CLOSE: Duration = Duration::from_secs(30);
 
 /// What the reader hands the runtime.
 pub(crate) type Item = Result<Delivery, ConsumeError>;
@@ -117,7 +113,16 @@ impl Reader {
                 () = tokio::time::sleep(Duration::from_millis(20)) => {}
             }
         }
-        close(consumer, group).await;
+        // The last reference (the acker keeps a weak one): its drop leaves the group.
+        let topic = group.topic.clone();
+        crate::close::close(&topic, move || {
+            let positions = group.positions();
+            if !positions.is_empty() {
+                let _ = consumer.commit(&offsets(&group.topic, &positions), CommitMode::Sync);
+            }
+            drop(consumer);
+        })
+        .await;
     }
 
     /// Attaches a detached subscription if the cluster answers for its topic: an idle
@@ -175,51 +180,4 @@ impl Reader {
             None => delivery,
         }))
     }
-}
-
-/// Commits what is settled and closes the consumer (it leaves its group), on a thread of
-/// its own and waiting at most [`CLOSE`] for it: librdkafka's close serves the revoke
-/// and its commits with no bound of its own, and a runtime's blocking thread that never
-/// returns would hold the runtime's shutdown too. A close that takes longer goes on in
-/// the background; what it did not commit is read again by the partitions' next owner.
-async fn close(consumer: Arc<KafkaConsumer>, group: Arc<Group>) {
-    let (done, closed) = tokio::sync::oneshot::channel::<()>();
-    let topic = group.topic.clone();
-    // Taken by whichever thread closes: the one made for it, or the runtime's blocking
-    // pool if no thread can be made (dropping the parts here would close on this one).
-    let parts = Arc::new(Mutex::new(Some((consumer, group, done))));
-    let on_thread = parts.clone();
-    let spawned = std::thread::Builder::new()
-        .name("kafka-close".into())
-        .spawn(move || close_now(&on_thread));
-    if let Err(error) = spawned {
-        tracing::warn!(%topic, %error, "kafka: no thread of its own to close the consumer on");
-        tokio::task::spawn_blocking(move || close_now(&parts));
-    }
-    if tokio::time::timeout(CLOSE, closed).await.is_err() {
-        tracing::warn!(%topic, "kafka: the consumer did not close within 30 s; it goes on closing in the background");
-    }
-}
-
-/// The closing parts: the last commit, then the consumer's drop (the acker keeps a weak
-/// reference, so this is the last one and its close leaves the group).
-type Closing = Mutex<
-    Option<(
-        Arc<KafkaConsumer>,
-        Arc<Group>,
-        tokio::sync::oneshot::Sender<()>,
-    )>,
->;
-
-fn close_now(parts: &Closing) {
-    let taken = parts.lock().unwrap_or_else(PoisonError::into_inner).take();
-    let Some((consumer, group, done)) = taken else {
-        return;
-    };
-    let positions = group.positions();
-    if !positions.is_empty() {
-        let _ = consumer.commit(&offsets(&group.topic, &positions), CommitMode::Sync);
-    }
-    drop(consumer);
-    let _ = done.send(());
 }

@@ -110,7 +110,7 @@ impl Mover {
             }
         }
         let consumer = self.consumer;
-        let _ = tokio::task::spawn_blocking(move || {
+        crate::close::close(&self.group, move || {
             let _ = consumer.commit_consumer_state(CommitMode::Sync);
             drop(consumer);
         })
