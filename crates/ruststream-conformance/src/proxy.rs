@@ -48,14 +48,6 @@ impl Proxy {
         Self::start(&host_port(url)).await
     }
 
-    /// A proxy on `port` (a port a broker advertises, say) to `upstream`.
-    pub async fn on(port: u16, upstream: &str) -> Self {
-        let listener = TcpListener::bind(("127.0.0.1", port))
-            .await
-            .expect("the proxy's port");
-        Self::serving(listener, upstream.to_owned())
-    }
-
     fn serving(listener: TcpListener, upstream: String) -> Self {
         let port = listener.local_addr().expect("an address").port();
         let links: Arc<Mutex<Vec<AbortHandle>>> = Arc::default();

@@ -13,12 +13,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{Message, Offset, TopicPartitionList};
 use ruststream_conformance::proxy::Proxy;
+use ruststream_core::Broker as _;
+use ruststream_kafka::KafkaBroker;
 
 type Seen = Arc<Mutex<Vec<(i32, i64)>>>;
 
@@ -180,34 +180,24 @@ async fn a_group_hands_a_dropped_consumers_partitions_to_the_other() {
     task_a.abort();
 }
 
-/// The producer the adapter publishes with (`src/producer.rs`): idempotent, `acks=all`.
-/// Through a proxy that forwards nothing for 35 s (longer than librdkafka's 30 s
-/// request timeout, so requests are sent again while the first ones are held), every
-/// record the broker acknowledged is stored, none twice. A broker that answered a
-/// record sent again as a duplicate without having stored it would lose it here.
+/// The adapter's publisher with its defaults (idempotent, `acks=all`, a publish failed
+/// after 30 s without the broker's answer), through a proxy that forwards nothing for
+/// 35 s while records are being published: librdkafka's requests time out, records
+/// fail, and the producer goes on after the hole with its sequence numbers reset. Every
+/// publish that succeeded is stored, none twice. A broker that answered a record sent
+/// again as a duplicate without having stored it would lose it here.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_records_survive_a_black_hole_past_the_request_timeout() {
     const N: u32 = 6_000;
+    // The proxy binds a port of its own first; the broker advertises it.
     let port = support::free_port();
-    let broker = support::OwnBroker::advertising(support::free_port(), port);
-    let proxy = Proxy::on(port, &format!("127.0.0.1:{}", broker.port)).await;
+    let proxy = Proxy::start(&format!("127.0.0.1:{port}")).await;
+    let broker = support::OwnBroker::advertising(port, proxy.port());
     let topic = support::unique("probe-hole");
-    let admin: AdminClient<DefaultClientContext> = broker.config().create().expect("admin");
-    let created = admin
-        .create_topics(
-            &[NewTopic::new(&topic, 3, TopicReplication::Fixed(1))],
-            &AdminOptions::new().operation_timeout(Some(Duration::from_secs(10))),
-        )
+    support::create_topic_on(broker.config(), &topic, 3).await;
+    let kafka = KafkaBroker::connect(&broker.url())
         .await
-        .expect("create topics");
-    assert!(created.iter().all(Result::is_ok), "{created:?}");
-    let producer: FutureProducer = broker
-        .config()
-        .set("enable.idempotence", "true")
-        .set("acks", "all")
-        .set("message.timeout.ms", "300000")
-        .create()
-        .expect("producer");
+        .expect("connected through the proxy");
     let mut sends = tokio::task::JoinSet::new();
     for i in 0..N {
         if i == N / 4 {
@@ -217,34 +207,47 @@ async fn acknowledged_records_survive_a_black_hole_past_the_request_timeout() {
             tokio::time::sleep(Duration::from_secs(35)).await;
             proxy.resume();
         }
-        let (producer, topic) = (producer.clone(), topic.clone());
+        let (kafka, topic) = (kafka.clone(), topic.clone());
         sends.spawn(async move {
-            let (key, payload) = (format!("k{}", i % 97), i.to_string());
-            let record = FutureRecord::to(&topic).key(&key).payload(&payload);
             let sent = Instant::now();
-            producer
-                .send(record, Duration::ZERO)
-                .await
-                .map(|_| (i, sent.elapsed()))
-                .map_err(|(error, _)| format!("{i}: {error}"))
+            let published = kafka
+                .publisher()
+                .publish(
+                    topic.as_str().into(),
+                    ruststream_core::Message::new(i.to_string()),
+                )
+                .await;
+            (i, published.err().map(|e| e.to_string()), sent.elapsed())
         });
         if i % 500 == 0 {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
-    let (mut acknowledged, mut longest) = (BTreeSet::new(), Duration::ZERO);
+    let (mut acknowledged, mut failed, mut longest) = (BTreeSet::new(), 0, Duration::ZERO);
+    let mut why = BTreeMap::<String, u32>::new();
     while let Some(sent) = sends.join_next().await {
-        let (i, took) = sent
-            .expect("joined")
-            .expect("acknowledged (300 s to deliver)");
-        acknowledged.insert(i);
+        let (i, error, took) = sent.expect("joined");
+        match error {
+            None => {
+                acknowledged.insert(i);
+            }
+            Some(error) => {
+                failed += 1;
+                *why.entry(error).or_insert(0) += 1;
+            }
+        }
         longest = longest.max(took);
     }
-    assert_eq!(acknowledged.len(), N as usize);
     assert!(
-        longest >= Duration::from_secs(30),
-        "the hole held records past the request timeout: longest {longest:?}"
+        longest >= Duration::from_secs(25),
+        "the hole held publishes: longest {longest:?}"
     );
+    assert!(
+        acknowledged.len() > N as usize / 2,
+        "publishing went on after the hole: {} acknowledged, {failed} failed",
+        acknowledged.len()
+    );
+    kafka.close().await;
 
     let reader: StreamConsumer = broker
         .config()
@@ -257,7 +260,7 @@ async fn acknowledged_records_survive_a_black_hole_past_the_request_timeout() {
     reader.subscribe(&[&topic]).expect("subscribe");
     let mut stored = BTreeMap::<u32, u32>::new();
     let deadline = Instant::now() + Duration::from_secs(60);
-    // Everything, and then 3 s of nothing (a record stored twice comes within them).
+    // Everything acknowledged, then 3 s of nothing (a record stored twice comes within them).
     while Instant::now() < deadline {
         match tokio::time::timeout(Duration::from_secs(3), reader.recv()).await {
             Ok(Ok(record)) => {
@@ -267,7 +270,7 @@ async fn acknowledged_records_survive_a_black_hole_past_the_request_timeout() {
                     .expect("a number");
                 *stored.entry(i).or_default() += 1;
             }
-            Err(_) if stored.len() >= N as usize => break,
+            Err(_) if acknowledged.iter().all(|i| stored.contains_key(i)) => break,
             _ => {}
         }
     }
@@ -286,4 +289,10 @@ async fn acknowledged_records_survive_a_black_hole_past_the_request_timeout() {
         .map(|(i, _)| *i)
         .collect();
     assert!(twice.is_empty(), "stored twice: {twice:?}");
+    eprintln!(
+        "{} acknowledged, {failed} failed ({why:?}), {} stored (failed ones stored too: {}), longest {longest:?}",
+        acknowledged.len(),
+        stored.len(),
+        stored.len() - acknowledged.len()
+    );
 }

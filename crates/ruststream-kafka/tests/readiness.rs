@@ -9,24 +9,12 @@ mod support;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
 use ruststream_conformance::proxy::Proxy;
 use ruststream_core::{Attached, Broker, SubscribeSpec};
 use ruststream_kafka::KafkaBroker;
 
 async fn create(own: &support::OwnBroker, topic: &str) {
-    let admin: AdminClient<DefaultClientContext> = own.config().create().expect("admin");
-    let made = admin
-        .create_topics(
-            &[NewTopic::new(topic, 1, TopicReplication::Fixed(1))],
-            &AdminOptions::new().operation_timeout(Some(Duration::from_secs(10))),
-        )
-        .await
-        .expect("made");
-    for result in made {
-        result.expect("topic made");
-    }
+    support::create_topic_on(own.config(), topic, 1).await;
 }
 
 async fn until(attached: &Attached, want: bool, within: Duration) -> Duration {
@@ -95,9 +83,11 @@ async fn an_idle_subscription_follows_its_broker() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_blip_the_group_outlives_attaches_again_without_a_record() {
-    let (port, front) = (support::free_port(), support::free_port());
-    let proxy = Proxy::on(front, &format!("127.0.0.1:{port}")).await;
-    let own = support::OwnBroker::advertising(port, front);
+    // The proxy binds a port of its own (no window in which another test takes it), and
+    // the broker, started after it, advertises that port.
+    let port = support::free_port();
+    let proxy = Proxy::start(&format!("127.0.0.1:{port}")).await;
+    let own = support::OwnBroker::advertising(port, proxy.port());
     let (broker, _, attached, errors) = subscribed(&own, "blip").await;
     until(&attached, true, Duration::from_secs(20)).await;
 

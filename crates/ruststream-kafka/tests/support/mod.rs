@@ -61,7 +61,12 @@ pub fn config() -> ClientConfig {
 
 /// Creates `topic` with `partitions` partitions.
 pub async fn create_topic(topic: &str, partitions: i32) {
-    let admin: AdminClient<DefaultClientContext> = config().create().expect("admin client");
+    create_topic_on(config(), topic, partitions).await;
+}
+
+/// Creates `topic` with `partitions` partitions on the broker of `config` (a test's own).
+pub async fn create_topic_on(config: ClientConfig, topic: &str, partitions: i32) {
+    let admin: AdminClient<DefaultClientContext> = config.create().expect("admin client");
     let created = admin
         .create_topics(
             &[NewTopic::new(topic, partitions, TopicReplication::Fixed(1))],
@@ -99,7 +104,7 @@ pub fn free_port() -> u16 {
 
 /// A Kafka-protocol broker of a test's own (nisshi on memory storage, a free port), to
 /// stop and start again; killed when dropped. It may tell clients to connect to another
-/// port (a proxy in front of it: `ruststream_conformance::proxy::Proxy::on`).
+/// port (a proxy in front of it, started first: `ruststream_conformance::proxy::Proxy::start`, advertising its port).
 pub struct OwnBroker {
     pub port: u16,
     advertised: u16,
