@@ -3,33 +3,34 @@
 
 use std::time::Duration;
 
-use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::error::KafkaError;
 
+use crate::cluster::Cluster;
+
 /// How long the cluster may take to make or remove a topic.
 const TIMEOUT: Duration = Duration::from_secs(10);
 
-/// An admin client of the cluster at `servers`. Its metadata requests never make a
+/// An admin client of `cluster`. Its metadata requests never make a
 /// topic (librdkafka's producers would, where the broker auto-creates topics).
-pub(crate) fn admin(servers: &str) -> Result<AdminClient<DefaultClientContext>, KafkaError> {
-    ClientConfig::new()
-        .set("bootstrap.servers", servers)
+pub(crate) fn admin(cluster: &Cluster) -> Result<AdminClient<DefaultClientContext>, KafkaError> {
+    cluster
+        .config()
         .set("allow.auto.create.topics", "false")
         .create()
 }
 
 /// Whether the cluster has `topic` with at least one partition (blocking: a metadata
 /// request).
-pub(crate) fn exists(servers: &str, topic: &str) -> Result<bool, KafkaError> {
-    Ok(partitions(servers, topic)?.is_some())
+pub(crate) fn exists(cluster: &Cluster, topic: &str) -> Result<bool, KafkaError> {
+    Ok(partitions(cluster, topic)?.is_some())
 }
 
 /// How many partitions `topic` has; `None` if the cluster has no such topic (blocking:
 /// a metadata request).
-pub(crate) fn partitions(servers: &str, topic: &str) -> Result<Option<i32>, KafkaError> {
-    let metadata = admin(servers)?
+pub(crate) fn partitions(cluster: &Cluster, topic: &str) -> Result<Option<i32>, KafkaError> {
+    let metadata = admin(cluster)?
         .inner()
         .fetch_metadata(Some(topic), TIMEOUT)?;
     Ok(metadata
@@ -40,8 +41,8 @@ pub(crate) fn partitions(servers: &str, topic: &str) -> Result<Option<i32>, Kafk
 }
 
 /// The names of every topic of the cluster (blocking: a metadata request).
-pub(crate) fn topics(servers: &str) -> Result<Vec<String>, KafkaError> {
-    let metadata = admin(servers)?.inner().fetch_metadata(None, TIMEOUT)?;
+pub(crate) fn topics(cluster: &Cluster) -> Result<Vec<String>, KafkaError> {
+    let metadata = admin(cluster)?.inner().fetch_metadata(None, TIMEOUT)?;
     Ok(metadata
         .topics()
         .iter()
@@ -54,9 +55,9 @@ fn options() -> AdminOptions {
 }
 
 /// Makes `topic` with one partition, the cluster's default replication.
-pub(crate) async fn create(servers: &str, topic: &str) -> Result<(), String> {
+pub(crate) async fn create(cluster: &Cluster, topic: &str) -> Result<(), String> {
     create_with(
-        servers,
+        cluster,
         NewTopic::new(topic, 1, TopicReplication::Fixed(-1)),
     )
     .await
@@ -65,12 +66,12 @@ pub(crate) async fn create(servers: &str, topic: &str) -> Result<(), String> {
 /// Makes `topic` with `partitions` partitions and the cluster's default replication; one
 /// that exists already (another process made it first) is no error.
 pub(crate) async fn create_partitioned(
-    servers: &str,
+    cluster: &Cluster,
     topic: &str,
     partitions: i32,
 ) -> Result<(), String> {
     match create_with(
-        servers,
+        cluster,
         NewTopic::new(topic, partitions, TopicReplication::Fixed(-1)),
     )
     .await
@@ -94,17 +95,17 @@ const DEAD_LETTER_ROOM: usize = 64 * 1024;
 /// whatever `source` takes (its `max.message.bytes`, as the cluster describes it,
 /// plus room for the runtime's headers).
 pub(crate) async fn create_dead_letter(
-    servers: &str,
+    cluster: &Cluster,
     topic: &str,
     source: &str,
 ) -> Result<(), String> {
-    let takes = max_message(servers, source)
+    let takes = max_message(cluster, source)
         .await
         .unwrap_or(KAFKA_MAX_MESSAGE)
         .saturating_add(DEAD_LETTER_ROOM)
         .to_string();
     create_with(
-        servers,
+        cluster,
         NewTopic::new(topic, 1, TopicReplication::Fixed(-1))
             .set("retention.ms", "-1")
             .set("max.message.bytes", &takes),
@@ -114,8 +115,8 @@ pub(crate) async fn create_dead_letter(
 
 /// `topic`'s `max.message.bytes` as the cluster describes it (the broker's default
 /// where the topic sets none); `None` where it cannot be read.
-pub(crate) async fn max_message(servers: &str, topic: &str) -> Option<usize> {
-    let admin = admin(servers).ok()?;
+pub(crate) async fn max_message(cluster: &Cluster, topic: &str) -> Option<usize> {
+    let admin = admin(cluster).ok()?;
     let described = admin
         .describe_configs(&[ResourceSpecifier::Topic(topic)], &options())
         .await
@@ -130,8 +131,8 @@ pub(crate) async fn max_message(servers: &str, topic: &str) -> Option<usize> {
 }
 
 /// Makes the topic `new` describes.
-pub(crate) async fn create_with(servers: &str, new: NewTopic<'_>) -> Result<(), String> {
-    let admin = admin(servers).map_err(|error| error.to_string())?;
+pub(crate) async fn create_with(cluster: &Cluster, new: NewTopic<'_>) -> Result<(), String> {
+    let admin = admin(cluster).map_err(|error| error.to_string())?;
     let made = admin
         .create_topics(&[new], &options())
         .await
@@ -144,11 +145,11 @@ pub(crate) async fn create_with(servers: &str, new: NewTopic<'_>) -> Result<(), 
 }
 
 /// Removes `topics`, leaving the ones that will not go (logged).
-pub(crate) async fn delete(servers: &str, topics: &[String]) {
+pub(crate) async fn delete(cluster: &Cluster, topics: &[String]) {
     if topics.is_empty() {
         return;
     }
-    let Ok(admin) = admin(servers) else { return };
+    let Ok(admin) = admin(cluster) else { return };
     let names: Vec<&str> = topics.iter().map(String::as_str).collect();
     match admin.delete_topics(&names, &options()).await {
         Ok(results) => {

@@ -4,7 +4,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures_util::stream;
-use rdkafka::ClientConfig;
 use rdkafka::consumer::Consumer;
 use rdkafka::producer::Producer as _;
 use ruststream_core::{
@@ -16,12 +15,13 @@ use tokio::task::JoinHandle;
 
 use crate::acker::KafkaAcker;
 use crate::admin;
+use crate::cluster::Cluster;
 use crate::commit::commit;
 use crate::context::{Context, KafkaConsumer};
 use crate::delay::{self, Delays};
 use crate::error::ConnectError;
 use crate::group::Group;
-use crate::probe;
+use crate::probe::reach;
 use crate::producer::Producer;
 use crate::publisher::KafkaPublisher;
 use crate::reader::Reader;
@@ -53,7 +53,7 @@ pub struct KafkaBroker {
 }
 
 struct Inner {
-    servers: String,
+    cluster: Cluster,
     settings: Vec<Setting>,
     producer: Arc<Producer>,
     closed: watch::Sender<bool>,
@@ -65,22 +65,17 @@ struct Inner {
 }
 
 impl KafkaBroker {
-    /// Connects to the cluster `url` names (`kafka://host:9092[,host:9092…][?group=…]`)
-    /// and checks that it answers.
+    /// Connects to the cluster `url` names
+    /// (`kafka[s]://[user:password@]host:9092[,host:9092…][?group=…]`) and checks that
+    /// it answers and takes the client. A user in the URL without `sasl_mechanism`
+    /// speaks the strongest SASL mechanism the broker offers.
     pub async fn connect(url: &str) -> Result<Self, ConnectError> {
         let url = settings::parse(url)?;
-        let servers = url.servers.clone();
-        tokio::task::spawn_blocking(move || probe::reach(&servers))
-            .await
-            .map_err(|_| ConnectError::Url("connecting was cut off".into()))?
-            .map_err(|reason| ConnectError::Unreachable {
-                servers: url.servers.clone(),
-                reason,
-            })?;
-        let producer = Arc::new(Producer::new(&url.servers)?);
+        let cluster = reach(url.cluster).await?;
+        let producer = Arc::new(Producer::new(&cluster)?);
         Ok(Self {
             inner: Arc::new(Inner {
-                servers: url.servers,
+                cluster,
                 settings: url.settings,
                 producer,
                 closed: watch::Sender::new(false),
@@ -91,9 +86,9 @@ impl KafkaBroker {
         })
     }
 
-    /// The cluster's bootstrap servers.
-    pub(crate) fn servers(&self) -> &str {
-        &self.inner.servers
+    /// The cluster: its servers, TLS and SASL.
+    pub(crate) fn cluster(&self) -> &Cluster {
+        &self.inner.cluster
     }
 
     /// The URL's settings (`?group=…`).
@@ -107,9 +102,8 @@ impl KafkaBroker {
         group: Arc<Group>,
         timeouts: settings::Timeouts,
     ) -> Result<KafkaConsumer, SubscribeError> {
-        let mut config = ClientConfig::new();
+        let mut config = self.inner.cluster.config();
         config
-            .set("bootstrap.servers", &self.inner.servers)
             .set("group.id", group_id)
             .set("group.protocol", "classic")
             .set("enable.auto.commit", "false")
@@ -140,7 +134,7 @@ impl KafkaBroker {
             settings::partitions(&self.inner.settings, &spec.options)?,
         ) {
             (Err(SubscribeError::BadAddress(_)), Some(partitions)) => {
-                admin::create_partitioned(&self.inner.servers, &topic, partitions)
+                admin::create_partitioned(&self.inner.cluster, &topic, partitions)
                     .await
                     .map_err(|why| {
                         SubscribeError::Refused(format!(
@@ -173,7 +167,7 @@ impl KafkaBroker {
                 .as_ref()
                 .map_or_else(|| topic.clone(), |to| to.as_str().to_owned());
             let mut delays = Delays::new(
-                self.inner.servers.clone(),
+                self.inner.cluster.clone(),
                 self.inner.producer.clone(),
                 group_id.clone(),
                 back_to,
@@ -239,8 +233,8 @@ impl KafkaBroker {
     /// Starts the mover of `delays` now if the group has delay topics already (copies
     /// a stopped or killed process parked); else it starts with the first copy parked.
     async fn move_parked(&self, delays: &Arc<Delays>) {
-        let servers = self.inner.servers.clone();
-        let listed = tokio::task::spawn_blocking(move || admin::topics(&servers)).await;
+        let cluster = self.inner.cluster.clone();
+        let listed = tokio::task::spawn_blocking(move || admin::topics(&cluster)).await;
         match listed {
             Ok(Ok(topics)) => {
                 if topics
@@ -270,9 +264,9 @@ impl KafkaBroker {
             if name == topic {
                 continue;
             }
-            let servers = self.inner.servers.clone();
+            let cluster = self.inner.cluster.clone();
             let asked = name.clone();
-            let found = tokio::task::spawn_blocking(move || admin::exists(&servers, &asked))
+            let found = tokio::task::spawn_blocking(move || admin::exists(&cluster, &asked))
                 .await
                 .map_err(|_| SubscribeError::Closed)?
                 .map_err(|error| SubscribeError::Disconnected(error.to_string()))?;
@@ -280,9 +274,9 @@ impl KafkaBroker {
                 continue;
             }
             let made = if declaration.dead_letter.as_ref() == Some(target) {
-                admin::create_dead_letter(&self.inner.servers, &name, topic).await
+                admin::create_dead_letter(&self.inner.cluster, &name, topic).await
             } else {
-                admin::create(&self.inner.servers, &name).await
+                admin::create(&self.inner.cluster, &name).await
             };
             match made {
                 Ok(()) => tracing::info!(topic = %name, subscription = %topic,
@@ -303,8 +297,8 @@ impl KafkaBroker {
     /// Refuses a topic the cluster does not have (a consumer of it would wait for ever);
     /// else how many partitions it has.
     async fn exists(&self, topic: &str) -> Result<i32, SubscribeError> {
-        let (servers, name) = (self.inner.servers.clone(), topic.to_owned());
-        let found = tokio::task::spawn_blocking(move || admin::partitions(&servers, &name))
+        let (cluster, name) = (self.inner.cluster.clone(), topic.to_owned());
+        let found = tokio::task::spawn_blocking(move || admin::partitions(&cluster, &name))
             .await
             .map_err(|_| SubscribeError::Closed)?
             .map_err(|error| SubscribeError::Disconnected(error.to_string()))?;
@@ -369,7 +363,7 @@ impl Broker for KafkaBroker {
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner),
             );
-            admin::delete(&self.inner.servers, &replies).await;
+            admin::delete(&self.inner.cluster, &replies).await;
         })
     }
 
@@ -377,7 +371,7 @@ impl Broker for KafkaBroker {
     fn replies(&self, address: Address) -> BoxFuture<'_, Result<Replies, SubscribeError>> {
         Box::pin(async move {
             let topic = admin::topic_name(address.as_str());
-            admin::create(&self.inner.servers, &topic)
+            admin::create(&self.inner.cluster, &topic)
                 .await
                 .map_err(|error| {
                     SubscribeError::Refused(format!("reply topic {topic}: {error}"))

@@ -6,12 +6,13 @@ use ruststream_core::{BoxFuture, Broker, ConnectFailure, Connector, Scheme, Serv
 
 use crate::KafkaBroker;
 
-/// Opens `kafka://host:port[,host:port…][?group=…]` as a [`KafkaBroker`].
+/// Opens `kafka://host:port[,host:port…][?group=…]` as a [`KafkaBroker`], and with the
+/// `tls` feature `kafkas://`.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct KafkaConnector;
 
-/// One scheme: this build speaks no TLS to Kafka.
-const SCHEMES: &[Scheme] = &[Scheme::plain("kafka")];
+/// Plain text and TLS (`kafkas://`, with the `tls` feature).
+const SCHEMES: &[Scheme] = &[Scheme::plain("kafka"), Scheme::tls("kafkas")];
 
 impl Connector for KafkaConnector {
     fn name(&self) -> &'static str {
@@ -23,7 +24,7 @@ impl Connector for KafkaConnector {
     }
 
     fn tls(&self) -> bool {
-        false
+        cfg!(feature = "tls")
     }
 
     fn connect<'a>(
@@ -36,7 +37,11 @@ impl Connector for KafkaConnector {
     fn server(&self, url: &str) -> Result<Server, String> {
         let mut servers = url.split(',').map(str::trim);
         let first = servers.next().unwrap_or_default();
-        let mut server = Server::from_url(first, "kafka", None, "Kafka")?;
+        let secure = first
+            .split_once("://")
+            .is_some_and(|(scheme, _)| scheme.eq_ignore_ascii_case("kafkas"));
+        let protocol = if secure { "kafka-secure" } else { "kafka" };
+        let mut server = Server::from_url(first, protocol, None, "Kafka")?;
         server.nodes = servers
             .map(|one| one.split(['?', '/']).next().unwrap_or_default())
             .map(|one| {
@@ -63,5 +68,15 @@ mod tests {
             .expect("described");
         assert_eq!((s.protocol, s.host.as_str()), ("kafka", "a:9092"));
         assert_eq!(s.nodes, ["b:9092"]);
+    }
+
+    #[test]
+    fn kafkas_is_kafka_secure_and_its_password_is_not_shown() {
+        let s = KafkaConnector
+            .server("kafkas://alice:secret@a:9093,b:9093?tls_ca_file=/ca.pem")
+            .expect("described");
+        assert_eq!((s.protocol, s.host.as_str()), ("kafka-secure", "a:9093"));
+        assert_eq!(s.nodes, ["b:9093"]);
+        assert!(!format!("{s:?}").contains("secret"), "{s:?}");
     }
 }

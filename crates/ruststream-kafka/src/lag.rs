@@ -60,10 +60,10 @@ impl KafkaBroker {
             None => settings::group(topic, self.settings(), &Options::default())
                 .map_err(|error| LagError::Group(error.to_string()))?,
         };
-        let (servers, topic) = (self.servers().to_owned(), topic.to_owned());
+        let (cluster, topic) = (self.cluster().clone(), topic.to_owned());
         tokio::task::spawn_blocking(move || {
-            let consumer = positions::client(&servers, &group)?;
-            let standing = positions::standing(&consumer, &servers, &topic)?
+            let consumer = positions::client(&cluster, &group)?;
+            let standing = positions::standing(&consumer, &cluster, &topic)?
                 .ok_or_else(|| LagError::NoTopic(topic.clone()))?;
             Ok(standing
                 .into_iter()

@@ -2,7 +2,9 @@
 //! (classic protocol), publishing goes through one idempotent producer (`acks=all`).
 //!
 //! [`KafkaBroker::connect`] opens `kafka://host:9092[,host:9092…]` (librdkafka, built
-//! into the crate). Each mount's subscription joins the group its [`Group`] option, its
+//! into the crate); a user in the URL (`kafka://user:password@host:9092`) is SASL, and
+//! with the `tls` feature `kafkas://` is TLS (the system's roots, or the URL's
+//! `tls_ca_file`) and SASL may be SCRAM (see `docs/kafka.md`, "TLS and SASL"). Each mount's subscription joins the group its [`Group`] option, its
 //! `group` setting or the URL's `?group=` names (default `ruststream.<topic>`) and reads its
 //! topic, which must exist; a new group starts at the earliest offset. Kafka keeps one
 //! position per partition and group, so every settlement (`Accept`, `Reject`, `Remove`)
@@ -54,6 +56,7 @@ mod admin;
 mod bindings;
 mod broker;
 mod close;
+mod cluster;
 mod commit;
 mod connector;
 mod context;

@@ -7,9 +7,10 @@ use std::time::Duration;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::topic_partition_list::TopicPartitionListElem;
-use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use rdkafka::{Offset, TopicPartitionList};
 
 use crate::admin;
+use crate::cluster::Cluster;
 
 /// How long a request to the cluster may take.
 pub(crate) const TIMEOUT: Duration = Duration::from_secs(10);
@@ -30,9 +31,9 @@ pub(crate) struct Standing {
 
 /// A client of `group` that never joins it (no subscription; it may commit as a
 /// client of no generation, which Kafka allows a group with no members).
-pub(crate) fn client(servers: &str, group: &str) -> Result<BaseConsumer, KafkaError> {
-    ClientConfig::new()
-        .set("bootstrap.servers", servers)
+pub(crate) fn client(cluster: &Cluster, group: &str) -> Result<BaseConsumer, KafkaError> {
+    cluster
+        .config()
         .set("group.id", group)
         .set("group.protocol", "classic")
         .set("enable.auto.commit", "false")
@@ -46,10 +47,10 @@ pub(crate) fn client(servers: &str, group: &str) -> Result<BaseConsumer, KafkaEr
 /// cluster has no such topic (blocking: requests to the cluster).
 pub(crate) fn standing(
     consumer: &BaseConsumer,
-    servers: &str,
+    cluster: &Cluster,
     topic: &str,
 ) -> Result<Option<Vec<Standing>>, KafkaError> {
-    let Some(count) = admin::partitions(servers, topic)? else {
+    let Some(count) = admin::partitions(cluster, topic)? else {
         return Ok(None);
     };
     let mut asked = TopicPartitionList::new();

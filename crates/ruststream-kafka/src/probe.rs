@@ -1,17 +1,20 @@
 //! Reaching the cluster at connect: a client of its own asks for the cluster's metadata,
 //! and gives up as soon as librdkafka says every bootstrap server is down (each refused
-//! the connection) or the credentials were refused, naming why, instead of waiting out
-//! the metadata timeout while librdkafka logs each failed try at ERROR.
+//! the connection), or a server refused the client (its TLS handshake, its SASL
+//! credentials or mechanism), naming why, instead of waiting out the metadata timeout
+//! while librdkafka logs each failed try at ERROR.
 
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use rdkafka::ClientConfig;
 use rdkafka::client::ClientContext;
 use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::KafkaError;
 use rdkafka::types::RDKafkaErrorCode;
+
+use crate::cluster::Cluster;
+use crate::error::ConnectError;
 
 /// How long the cluster may take to answer before connecting fails.
 const PATIENCE: Duration = Duration::from_secs(10);
@@ -20,7 +23,7 @@ const PATIENCE: Duration = Duration::from_secs(10);
 const STEP: Duration = Duration::from_millis(250);
 
 /// The probe client's context: librdkafka's lines at debug; its global errors kept, and
-/// whether every bootstrap server is down (or refused the client's credentials).
+/// whether every bootstrap server is down, or one refused the client.
 #[derive(Default)]
 struct Quiet {
     seen: Mutex<Seen>,
@@ -31,6 +34,20 @@ struct Seen {
     /// What the last failed try said (the one that explains an "all brokers down").
     last: Option<String>,
     down: bool,
+    /// A server answered and refused the client (TLS or SASL).
+    refused: bool,
+}
+
+/// Why the cluster was not reached.
+#[derive(Debug)]
+enum Failure {
+    /// librdkafka refused the configuration (a client certificate that cannot be
+    /// loaded, say).
+    Config(KafkaError),
+    /// No server answered.
+    Unreachable(String),
+    /// A server answered and refused the client (TLS or SASL).
+    Refused(String),
 }
 
 impl ClientContext for Quiet {
@@ -43,8 +60,9 @@ impl ClientContext for Quiet {
         let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
         match error.rdkafka_error_code() {
             Some(RDKafkaErrorCode::AllBrokersDown) => seen.down = true,
-            Some(RDKafkaErrorCode::Authentication) => {
+            Some(RDKafkaErrorCode::Authentication | RDKafkaErrorCode::SSL) => {
                 seen.down = true;
+                seen.refused = true;
                 seen.last = Some(reason.to_owned());
             }
             _ => seen.last = Some(reason.to_owned()),
@@ -54,13 +72,46 @@ impl ClientContext for Quiet {
 
 impl ConsumerContext for Quiet {}
 
-/// Whether the cluster at `servers` answers: `Err` with why not, at once where every
-/// bootstrap server refused the connection, else after [`PATIENCE`]. Blocking.
-pub(crate) fn reach(servers: &str) -> Result<(), String> {
-    let client: BaseConsumer<Quiet> = ClientConfig::new()
-        .set("bootstrap.servers", servers)
+/// Reaches `cluster` (off the runtime's threads), choosing its SASL mechanism where the
+/// URL did not: the strongest this build speaks, else, where the broker refuses it, the
+/// strongest of those the broker offers. The cluster as it is to be used from now on.
+pub(crate) async fn reach(mut cluster: Cluster) -> Result<Cluster, ConnectError> {
+    let mut negotiated = false;
+    loop {
+        let tried = cluster.clone();
+        let answer = tokio::task::spawn_blocking(move || try_once(&tried))
+            .await
+            .map_err(|_| ConnectError::Url("connecting was cut off".into()))?;
+        let servers = cluster.servers().to_owned();
+        let reason = match answer {
+            Ok(()) => return Ok(cluster),
+            Err(Failure::Config(error)) => return Err(ConnectError::Kafka(error)),
+            Err(Failure::Unreachable(reason)) => {
+                return Err(ConnectError::Unreachable { servers, reason });
+            }
+            Err(Failure::Refused(reason)) => reason,
+        };
+        match cluster.negotiate(&reason) {
+            Ok(Some(mechanism)) if !negotiated => {
+                tracing::debug!(
+                    mechanism = mechanism.name(),
+                    "kafka: the SASL mechanism the broker offers"
+                );
+                negotiated = true;
+            }
+            Ok(_) => return Err(ConnectError::Refused { servers, reason }),
+            Err(reason) => return Err(ConnectError::Refused { servers, reason }),
+        }
+    }
+}
+
+/// Whether `cluster` answers: `Err` with why not, at once where every bootstrap server
+/// refused the connection or one refused the client, else after [`PATIENCE`]. Blocking.
+fn try_once(cluster: &Cluster) -> Result<(), Failure> {
+    let client: BaseConsumer<Quiet> = cluster
+        .config()
         .create_with_context(Quiet::default())
-        .map_err(|error| error.to_string())?;
+        .map_err(Failure::Config)?;
     let started = Instant::now();
     loop {
         let asked = client.fetch_metadata(None, STEP);
@@ -77,14 +128,19 @@ pub(crate) fn reach(servers: &str) -> Result<(), String> {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
             if seen.down {
-                return Err(seen.last.clone().unwrap_or(error));
+                let reason = seen.last.clone().unwrap_or(error);
+                return Err(if seen.refused {
+                    Failure::Refused(reason)
+                } else {
+                    Failure::Unreachable(reason)
+                });
             }
         }
         if started.elapsed() >= PATIENCE {
-            return Err(format!(
+            return Err(Failure::Unreachable(format!(
                 "no answer within {}s ({error})",
                 PATIENCE.as_secs()
-            ));
+            )));
         }
     }
 }

@@ -10,10 +10,10 @@
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use rdkafka::ClientConfig;
 use rdkafka::error::KafkaError;
 use rdkafka::producer::{FutureProducer, Producer as _};
 
+use crate::cluster::Cluster;
 use crate::said::{Plain, Said};
 
 /// The producer's type: librdkafka's reports through [`Plain`].
@@ -32,22 +32,22 @@ const DELIVERY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The producer in use, and how to make another.
 pub(crate) struct Producer {
-    servers: String,
+    cluster: Cluster,
     current: Mutex<KafkaProducer>,
 }
 
 impl Producer {
-    /// An idempotent producer (`acks=all`) of the cluster at `servers`.
-    pub(crate) fn new(servers: &str) -> Result<Self, KafkaError> {
+    /// An idempotent producer (`acks=all`) of `cluster`.
+    pub(crate) fn new(cluster: &Cluster) -> Result<Self, KafkaError> {
         Ok(Self {
-            servers: servers.to_owned(),
-            current: Mutex::new(make(servers)?),
+            cluster: cluster.clone(),
+            current: Mutex::new(make(cluster)?),
         })
     }
 
-    /// The cluster's bootstrap servers.
-    pub(crate) fn servers(&self) -> &str {
-        &self.servers
+    /// The cluster it publishes to.
+    pub(crate) fn cluster(&self) -> &Cluster {
+        &self.cluster
     }
 
     /// The producer to publish with now.
@@ -69,7 +69,7 @@ impl Producer {
         if !std::ptr::eq(current.client().native_ptr(), used.client().native_ptr()) {
             return true;
         }
-        match make(&self.servers) {
+        match make(&self.cluster) {
             Ok(fresh) => {
                 tracing::warn!(%code, %reason, "kafka: the producer met a fatal error; a new one replaces it");
                 *current = fresh;
@@ -83,9 +83,9 @@ impl Producer {
     }
 }
 
-fn make(servers: &str) -> Result<KafkaProducer, KafkaError> {
-    ClientConfig::new()
-        .set("bootstrap.servers", servers)
+fn make(cluster: &Cluster) -> Result<KafkaProducer, KafkaError> {
+    cluster
+        .config()
         .set("enable.idempotence", "true")
         .set("acks", "all")
         .set("message.max.bytes", MAX_MESSAGE.to_string())
@@ -101,10 +101,11 @@ mod tests {
     use rdkafka::producer::Producer as _;
 
     use super::Producer;
+    use crate::cluster::Cluster;
 
     #[test]
     fn a_producer_without_a_fatal_error_is_kept() {
-        let producer = Producer::new("127.0.0.1:1").expect("made");
+        let producer = Producer::new(&Cluster::plain("127.0.0.1:1")).expect("made");
         let used = producer.current();
         assert!(!producer.renew(&used), "nothing fatal: not tried again");
         assert!(std::ptr::eq(

@@ -37,7 +37,7 @@ impl Publish for KafkaPublisher {
                 // The limit is the topic's, as the cluster describes it.
                 PublishErrorKind::TooLarge { limit, .. } => PublishErrorKind::TooLarge {
                     size,
-                    limit: admin::max_message(self.producer.servers(), to.as_str())
+                    limit: admin::max_message(self.producer.cluster(), to.as_str())
                         .await
                         .unwrap_or(limit),
                 },

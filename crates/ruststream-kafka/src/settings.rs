@@ -6,6 +6,7 @@ use std::time::Duration;
 use ruststream_core::{Options, Setting, SubscribeError, split_query};
 
 use crate::Group;
+use crate::cluster::{Cluster, Mechanism, Sasl, Tls};
 use crate::error::ConnectError;
 
 /// The keys this broker reads.
@@ -14,6 +15,18 @@ pub(crate) const KEYS: &[&str] = &[
     "session_timeout",
     "max_poll_interval",
     "partitions",
+    "sasl_mechanism",
+    "tls_ca_file",
+    "tls_cert_file",
+    "tls_key_file",
+];
+
+/// The keys only the URL may set: they belong to the connection, not to a mount.
+pub(crate) const URL_ONLY: &[&str] = &[
+    "sasl_mechanism",
+    "tls_ca_file",
+    "tls_cert_file",
+    "tls_key_file",
 ];
 
 /// The most partitions `partitions` makes a topic with.
@@ -36,42 +49,148 @@ const MAX_POLL: Duration = Duration::from_secs(86_400);
 /// consumer of every other topic rebalance.
 pub(crate) const DEFAULT_GROUP: &str = "ruststream.";
 
-/// A broker URL read: the bootstrap servers and the query's settings.
+/// A broker URL read: the cluster and the query's settings (those of a mount; the
+/// connection's own, [`URL_ONLY`], are in the cluster).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Url {
-    /// `host:port`, comma-separated, as librdkafka's `bootstrap.servers`.
-    pub(crate) servers: String,
+    pub(crate) cluster: Cluster,
     pub(crate) settings: Vec<Setting>,
 }
 
-/// Reads `kafka://host:port[,host:port…][?key=value…]`; `kafka://` may be left out of
-/// the servers after the first.
+/// Reads `kafka[s]://[user:password@]host:port[,host:port…][?key=value…]`; the scheme
+/// may be left out of the servers after the first. `kafkas://` is TLS (the `tls`
+/// feature); a user is SASL. Nothing is read from disk but `tls_ca_file`.
 pub(crate) fn parse(url: &str) -> Result<Url, ConnectError> {
-    let (url, settings) = split_query(url, |_| false);
-    let rest = match url.split_once("://") {
-        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("kafka") => rest,
-        _ => return Err(ConnectError::Url(format!("{url}: not kafka://"))),
+    let (bare, settings) = split_query(url, |_| false);
+    let shown = ruststream_core::redact(&bare);
+    let (scheme, rest) = match bare.split_once("://") {
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("kafka") => ("kafka", rest),
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("kafkas") => ("kafkas", rest),
+        _ => {
+            return Err(ConnectError::Url(format!(
+                "{shown}: not kafka:// or kafkas://"
+            )));
+        }
+    };
+    let tls = scheme == "kafkas";
+    if tls && !cfg!(feature = "tls") {
+        return Err(ConnectError::Url(
+            "kafkas:// needs the tls feature of ruststream-kafka".into(),
+        ));
+    }
+    let (login, rest) = match rest.rsplit_once('@') {
+        Some((login, rest)) => (Some(login), rest),
+        None => (None, rest),
     };
     let servers: Vec<&str> = rest
         .split(',')
         .map(|one| {
             let one = one.trim();
-            let one = one.split_once("://").map_or(one, |(_, host)| host);
+            let one = match one.split_once("://") {
+                Some((given, host)) if given.eq_ignore_ascii_case(scheme) => host,
+                _ => one,
+            };
             one.trim_end_matches('/')
         })
         .collect();
     if servers
         .iter()
-        .any(|one| one.is_empty() || one.contains(['/', '@']))
+        .any(|one| one.is_empty() || one.contains(['/', '@']) || one.contains("://"))
     {
         return Err(ConnectError::Url(format!(
-            "{url}: want kafka://host:port[,host:port]"
+            "{shown}: want {scheme}://[user:password@]host:port[,host:port]"
         )));
     }
-    Ok(Url {
-        servers: servers.join(","),
-        settings,
-    })
+    let mut cluster = Cluster::plain(servers.join(","));
+    if tls {
+        cluster.tls = Some(Tls::default());
+    }
+    if let Some(login) = login {
+        let (user, password) = login.split_once(':').unwrap_or((login, ""));
+        let user = decode(user);
+        if user.is_empty() {
+            return Err(ConnectError::Url(format!("{shown}: an empty user")));
+        }
+        cluster.sasl = Some(Sasl {
+            user,
+            password: decode(password),
+            mechanism: None,
+        });
+    }
+    let (own, settings): (Vec<Setting>, Vec<Setting>) = settings
+        .into_iter()
+        .partition(|setting| URL_ONLY.contains(&setting.key.as_str()));
+    secure(&mut cluster, &own)?;
+    Ok(Url { cluster, settings })
+}
+
+/// Percent-decodes a user or a password (`+` stays a plus).
+fn decode(text: &str) -> String {
+    percent_encoding::percent_decode_str(text)
+        .decode_utf8_lossy()
+        .into_owned()
+}
+
+/// Applies the URL's TLS and SASL settings to `cluster`, refusing one its scheme or
+/// user has no use for, and reading `tls_ca_file`.
+fn secure(cluster: &mut Cluster, own: &[Setting]) -> Result<(), ConnectError> {
+    let (mut cert, mut key) = (None, None);
+    for setting in own {
+        let value = setting.value.trim();
+        match setting.key.as_str() {
+            "sasl_mechanism" => {
+                let Some(sasl) = cluster.sasl.as_mut() else {
+                    return Err(setting.invalid("only with a user in the url").into());
+                };
+                let mechanism = Mechanism::named(value)
+                    .ok_or_else(|| setting.invalid("PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"))?;
+                if !Mechanism::SPOKEN.contains(&mechanism) {
+                    return Err(setting
+                        .invalid("SCRAM needs the tls feature of ruststream-kafka")
+                        .into());
+                }
+                sasl.mechanism = Some(mechanism);
+            }
+            key if cluster.tls.is_none() => {
+                debug_assert!(key.starts_with("tls_"));
+                return Err(setting.invalid("only with kafkas://").into());
+            }
+            "tls_ca_file" => {
+                let pem = ca_pem(value)?;
+                if let Some(tls) = cluster.tls.as_mut() {
+                    tls.ca_pem = Some(pem);
+                }
+            }
+            "tls_cert_file" => cert = Some(std::path::PathBuf::from(value)),
+            _ => key = Some(std::path::PathBuf::from(value)),
+        }
+    }
+    match (cert, key, cluster.tls.as_mut()) {
+        (Some(cert), Some(key), Some(tls)) => tls.client = Some((cert, key)),
+        (None, None, _) => {}
+        _ => {
+            return Err(ConnectError::Url(
+                "tls_cert_file and tls_key_file go together".into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The certificates of the CA file at `path`, read and checked (errors name the file).
+#[cfg(feature = "tls")]
+fn ca_pem(path: &str) -> Result<String, ConnectError> {
+    let ca = ruststream_adapter::tls::CaFile::read(path)
+        .map_err(|error| ConnectError::Tls(error.to_string()))?;
+    Ok(String::from_utf8_lossy(ca.pem()).into_owned())
+}
+
+/// Without TLS there is no `kafkas://`, so no CA file to read.
+#[cfg(not(feature = "tls"))]
+fn ca_pem(_: &str) -> Result<String, ConnectError> {
+    Err(ConnectError::Url(
+        "kafkas:// needs the tls feature of ruststream-kafka".into(),
+    ))
 }
 
 /// The consumer group of a mount on `topic`: its typed option, else its settings, else
@@ -90,6 +209,9 @@ pub(crate) fn group(
             }
             "group" => group = setting.value.trim().to_owned(),
             "session_timeout" | "max_poll_interval" | "partitions" => {}
+            key if URL_ONLY.contains(&key) => {
+                return Err(setting.invalid("a setting of the broker url, not of a mount"));
+            }
             _ => return Err(setting.unknown("kafka", KEYS)),
         }
     }
@@ -201,15 +323,138 @@ mod tests {
 
     use super::{Timeouts, group, parse, partitions, timeouts};
     use crate::Group;
+    use crate::cluster::{Cluster, Mechanism};
 
     #[test]
     fn a_url_lists_servers_and_settings() {
         let url = parse("kafka://a:9092,kafka://b:9093?group=billing").expect("read");
-        assert_eq!(url.servers, "a:9092,b:9093");
+        assert_eq!(url.cluster, Cluster::plain("a:9092,b:9093"));
         assert_eq!(url.settings[0].value, "billing");
-        assert_eq!(parse("kafka://a:9092/").expect("read").servers, "a:9092");
+        assert_eq!(
+            parse("kafka://a:9092/").expect("read").cluster.servers(),
+            "a:9092"
+        );
         assert!(parse("redis://a:1").is_err());
         assert!(parse("kafka://").is_err());
+    }
+
+    #[test]
+    fn a_user_is_sasl_and_its_password_is_percent_decoded() {
+        let url = parse("kafka://alice:p%40ss%3Aw+rd@a:9092,b:9092?sasl_mechanism=plain&group=g")
+            .expect("read");
+        let sasl = url.cluster.sasl.as_ref().expect("sasl");
+        assert_eq!(
+            (sasl.user.as_str(), sasl.password.as_str()),
+            ("alice", "p@ss:w+rd")
+        );
+        assert_eq!(sasl.mechanism, Some(Mechanism::Plain));
+        assert_eq!(url.cluster.servers(), "a:9092,b:9092");
+        assert_eq!(url.cluster.tls, None);
+        let keys: Vec<&str> = url.settings.iter().map(|s| s.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            ["group"],
+            "the connection's own settings are not a mount's"
+        );
+        let bare = parse("kafka://alice@a:9092").expect("no password");
+        let sasl = bare.cluster.sasl.expect("sasl");
+        assert_eq!((sasl.password.as_str(), sasl.mechanism), ("", None));
+    }
+
+    #[test]
+    fn what_a_url_has_no_use_for_is_refused_naming_it() {
+        // (url, what the error says)
+        let table: &[(&str, &str)] = &[
+            ("kafka://a:9092?sasl_mechanism=PLAIN", "only with a user"),
+            ("kafka://u:p@a:9092?sasl_mechanism=GSSAPI", "SCRAM-SHA-512"),
+            ("kafka://a:9092?tls_ca_file=/ca.pem", "only with kafkas://"),
+            ("kafka://a:9092?tls_cert_file=/c.pem", "only with kafkas://"),
+            ("kafka://:secret@a:9092", "an empty user"),
+            ("kafka://u:p@a:9092/orders", "want kafka://"),
+            ("kafka://a:9092,kafkas://b:9092", "want kafka://"),
+        ];
+        for (url, says) in table {
+            let error = parse(url).expect_err(url).to_string();
+            assert!(error.contains(says), "{url}: {error}");
+            assert!(!error.contains("secret"), "{url}: {error}");
+        }
+        if cfg!(feature = "tls") {
+            let error = parse("kafkas://a:9092?tls_cert_file=/c.pem")
+                .expect_err("no key")
+                .to_string();
+            assert!(error.contains("go together"), "{error}");
+            let error = parse("kafkas://a:9092?tls_ca_file=/nonexistent/ca.pem")
+                .expect_err("no file")
+                .to_string();
+            assert!(error.contains("/nonexistent/ca.pem"), "{error}");
+        } else {
+            for url in [
+                "kafkas://a:9092",
+                "kafka://u:p@a:9092?sasl_mechanism=SCRAM-SHA-256",
+            ] {
+                let error = parse(url).expect_err(url).to_string();
+                assert!(error.contains("tls feature"), "{url}: {error}");
+            }
+        }
+    }
+
+    #[cfg(feature = "tls")]
+    #[test]
+    fn kafkas_is_tls_with_a_private_ca_and_a_client_certificate() {
+        let dir = std::env::temp_dir().join(format!("ruststream-kafka-ca-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let ca = dir.join("ca.pem");
+        // Any well-formed certificate does: this is the file's reading, not a handshake.
+        std::fs::write(&ca, TEST_CA).expect("ca");
+        let url = parse(&format!(
+            "kafkas://a:9093?tls_ca_file={}&tls_cert_file=/c.pem&tls_key_file=/k.pem",
+            ca.display()
+        ))
+        .expect("read");
+        let tls = url.cluster.tls.expect("tls");
+        assert!(tls.ca_pem.expect("ca").contains("BEGIN CERTIFICATE"));
+        assert_eq!(tls.client, Some(("/c.pem".into(), "/k.pem".into())));
+        assert!(url.settings.is_empty());
+        let plain_tls = parse("kafkas://a:9093").expect("system roots");
+        assert_eq!(plain_tls.cluster.tls, Some(Default::default()));
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// A self-signed CA certificate (`openssl req -x509 -newkey ec`), test material.
+    #[cfg(feature = "tls")]
+    const TEST_CA: &str = include_str!("testdata/ca.pem");
+
+    #[test]
+    fn odd_urls_are_errors_or_read_never_a_panic() {
+        for url in [
+            "kafka://@",
+            "kafka://:@h:1",
+            "kafka://%ZZ:%@h:1",
+            "kafka://u%FF%FE:p@h:1",
+            "kafkas://u:p@",
+            "kafka://,,",
+            "kafka://h:1?tls_ca_file",
+            "kafka://u@h:1?sasl_mechanism=",
+            "kafka://u@h:1?sasl_mechanism=plain&sasl_mechanism=nope",
+            "KAFKA://H:1",
+            "kafka://h:1#frag?x=y",
+            "kafka://ü@ß:1",
+        ] {
+            match parse(url) {
+                Ok(read) => assert!(!read.cluster.servers().is_empty(), "{url}"),
+                Err(error) => assert!(!error.to_string().is_empty(), "{url}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_mount_cannot_set_the_connection_s_settings() {
+        for key in super::URL_ONLY {
+            let mut options = Options::default();
+            options.configure(Setting::new(*key, "x", "env"));
+            let error = group("t", &[], &options).expect_err(key).to_string();
+            assert!(error.contains("broker url"), "{key}: {error}");
+        }
     }
 
     #[test]

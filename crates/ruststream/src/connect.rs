@@ -62,6 +62,7 @@ const FEATURES: &[(&str, &str)] = &[
     ("postgres", "postgres"),
     ("postgresql", "postgres"),
     ("kafka", "kafka"),
+    ("kafkas", "kafka-tls"),
     ("mqtt", "mqtt"),
     ("mqtts", "mqtt-tls"),
 ];
@@ -161,7 +162,7 @@ pub(crate) fn schemes() -> Vec<String> {
 /// `amqp091://`, `amqps091://` (RabbitMQ over AMQP 0-9-1, feature `lapin`; TLS needs
 /// `lapin-tls`), `nats://`, `tls://`, `nats+tls://` (NATS, feature `nats`),
 /// `postgres://`, `postgresql://` (PostgreSQL as a broker, feature `postgres`),
-/// `kafka://` (Kafka, feature `kafka`), `mqtt://`, `mqtts://` (MQTT 5,
+/// `kafka://`, `kafkas://` (Kafka, feature `kafka`; TLS needs `kafka-tls`), `mqtt://`, `mqtts://` (MQTT 5,
 /// feature `mqtt`; TLS needs `mqtt-tls`).
 ///
 /// `amqp://` stays AMQP 1.0 whatever features are on, so that enabling one never changes
@@ -317,6 +318,7 @@ mod tests {
         assert_eq!(has("postgres://"), cfg!(feature = "postgres"));
         assert_eq!(has("postgresql://"), cfg!(feature = "postgres"));
         assert_eq!(has("kafka://"), cfg!(feature = "kafka"));
+        assert_eq!(has("kafkas://"), cfg!(feature = "kafka-tls"));
         assert_eq!(has("mqtt://"), cfg!(feature = "mqtt"));
         assert_eq!(has("mqtts://"), cfg!(feature = "mqtt-tls"));
     }
@@ -399,6 +401,18 @@ mod tests {
         assert_eq!(
             error.to_string(),
             "mqtt:// needs the `mqtt` feature of ruststream"
+        );
+    }
+
+    #[cfg(not(feature = "kafka-tls"))]
+    #[tokio::test]
+    async fn kafkas_without_its_feature_names_kafka_tls() {
+        let error = connect("kafkas://h:9093").await.err().expect("no TLS");
+        assert!(
+            error
+                .to_string()
+                .contains("needs the `kafka-tls` feature of ruststream"),
+            "{error}"
         );
     }
 

@@ -28,6 +28,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::admin;
+use crate::cluster::Cluster;
 use crate::producer::Producer;
 use crate::publisher::KafkaPublisher;
 
@@ -84,7 +85,7 @@ pub(crate) fn now_ms() -> u64 {
 
 /// One subscription's delay topics: where its `RequeueAfter` parks copies.
 pub(crate) struct Delays {
-    pub(crate) servers: String,
+    pub(crate) cluster: Cluster,
     pub(crate) producer: Arc<Producer>,
     pub(crate) group: String,
     /// Where a due copy goes: the mount's retry address (its own topic by default).
@@ -111,7 +112,7 @@ impl Delays {
     /// The delay topics of `group`; nothing is made or started yet.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
-        servers: String,
+        cluster: Cluster,
         producer: Arc<Producer>,
         group: String,
         back_to: String,
@@ -121,7 +122,7 @@ impl Delays {
         closed: watch::Receiver<bool>,
     ) -> Self {
         Self {
-            servers,
+            cluster,
             producer,
             group,
             back_to,
@@ -179,8 +180,8 @@ impl Delays {
         if self.made().contains(&ms) {
             return Ok(());
         }
-        let (servers, name) = (self.servers.clone(), topic.to_owned());
-        let found = tokio::task::spawn_blocking(move || admin::exists(&servers, &name))
+        let (cluster, name) = (self.cluster.clone(), topic.to_owned());
+        let found = tokio::task::spawn_blocking(move || admin::exists(&cluster, &name))
             .await
             .map_err(|_| "closing".to_owned())?
             .map_err(|error| error.to_string())?;
@@ -191,7 +192,7 @@ impl Delays {
                 .to_string();
             let new = NewTopic::new(topic, self.partitions, TopicReplication::Fixed(-1))
                 .set("retention.ms", &retention);
-            match admin::create_with(&self.servers, new).await {
+            match admin::create_with(&self.cluster, new).await {
                 Ok(()) => {
                     tracing::info!(%topic, group = %self.group, "kafka: made a delay topic");
                     self.news.notify_one();

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::BorrowedMessage;
-use rdkafka::{ClientConfig, Message as _, Offset, TopicPartitionList};
+use rdkafka::{Message as _, Offset, TopicPartitionList};
 use ruststream_core::{Message, Publish};
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
@@ -45,7 +45,7 @@ pub(crate) struct Mover {
 impl Mover {
     /// The mover of `delays`' group, subscribed to its delay topics.
     pub(crate) fn new(delays: &Delays) -> Result<Self, KafkaError> {
-        let mut config = ClientConfig::new();
+        let mut config = delays.cluster.config();
         // The mount's session (a killed process's parked partitions move on as soon as
         // its main ones); the mover polls all the time, so librdkafka's poll interval.
         crate::settings::Timeouts {
@@ -54,7 +54,6 @@ impl Mover {
         }
         .apply(&mut config);
         let consumer: StreamConsumer<Plain> = config
-            .set("bootstrap.servers", &delays.servers)
             .set("group.id", format!("{}.delay", delays.group))
             .set("group.protocol", "classic")
             .set("enable.auto.commit", "true")

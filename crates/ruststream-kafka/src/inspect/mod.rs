@@ -25,6 +25,7 @@ use ruststream_core::{Address, BoxFuture, Inspect, InspectError, Message, Waitin
 
 use self::removed::Removed;
 use crate::broker::KafkaBroker;
+use crate::cluster::Cluster;
 use crate::headers::from_kafka;
 use crate::positions::{self, TIMEOUT};
 
@@ -37,9 +38,9 @@ impl Inspect for KafkaBroker {
         address: &Address,
         max: usize,
     ) -> BoxFuture<'_, Result<Vec<Waiting>, InspectError>> {
-        let servers = self.servers().to_owned();
+        let cluster = self.cluster().clone();
         let topic = address.as_str().to_owned();
-        Box::pin(blocking(move || browse(&servers, &topic, max)))
+        Box::pin(blocking(move || browse(&cluster, &topic, max)))
     }
 
     fn remove<'a>(
@@ -47,10 +48,10 @@ impl Inspect for KafkaBroker {
         address: &'a Address,
         ids: &'a [String],
     ) -> BoxFuture<'a, Result<usize, InspectError>> {
-        let servers = self.servers().to_owned();
+        let cluster = self.cluster().clone();
         let topic = address.as_str().to_owned();
         let ids = ids.to_vec();
-        Box::pin(blocking(move || remove(&servers, &topic, &ids)))
+        Box::pin(blocking(move || remove(&cluster, &topic, &ids)))
     }
 }
 
@@ -66,18 +67,18 @@ fn failed(error: KafkaError) -> InspectError {
     InspectError::Broker(format!("kafka: {error}"))
 }
 
-fn tools(servers: &str) -> Result<BaseConsumer, InspectError> {
-    positions::client(servers, TOOLS_GROUP).map_err(failed)
+fn tools(cluster: &Cluster) -> Result<BaseConsumer, InspectError> {
+    positions::client(cluster, TOOLS_GROUP).map_err(failed)
 }
 
 /// Each partition of `topic`: its removed offsets (from the first waiting one) and the
 /// end of its log.
 fn partitions(
     consumer: &BaseConsumer,
-    servers: &str,
+    cluster: &Cluster,
     topic: &str,
 ) -> Result<Vec<(i32, Removed, i64)>, InspectError> {
-    let standing = positions::standing(consumer, servers, topic)
+    let standing = positions::standing(consumer, cluster, topic)
         .map_err(failed)?
         .ok_or_else(|| InspectError::Unsupported {
             address: topic.to_owned(),
@@ -93,9 +94,9 @@ fn partitions(
 }
 
 /// Up to `max` dead letters waiting on `topic`, oldest first across its partitions.
-fn browse(servers: &str, topic: &str, max: usize) -> Result<Vec<Waiting>, InspectError> {
-    let consumer = tools(servers)?;
-    let parts = partitions(&consumer, servers, topic)?;
+fn browse(cluster: &Cluster, topic: &str, max: usize) -> Result<Vec<Waiting>, InspectError> {
+    let consumer = tools(cluster)?;
+    let parts = partitions(&consumer, cluster, topic)?;
     let mut start = TopicPartitionList::new();
     let mut read: HashMap<i32, Vec<(i64, Waiting)>> = HashMap::new();
     for (partition, removed, high) in &parts {
@@ -189,9 +190,9 @@ fn oldest_first(mut partitions: Vec<Vec<(i64, Waiting)>>, max: usize) -> Vec<Wai
 }
 
 /// Removes the dead letters `ids` names from `topic`; returns how many were there.
-fn remove(servers: &str, topic: &str, ids: &[String]) -> Result<usize, InspectError> {
-    let consumer = tools(servers)?;
-    let mut parts = partitions(&consumer, servers, topic)?;
+fn remove(cluster: &Cluster, topic: &str, ids: &[String]) -> Result<usize, InspectError> {
+    let consumer = tools(cluster)?;
+    let mut parts = partitions(&consumer, cluster, topic)?;
     let mut taken = 0;
     let mut touched = Vec::new();
     let mut asked = Vec::new();
@@ -222,7 +223,7 @@ fn remove(servers: &str, topic: &str, ids: &[String]) -> Result<usize, InspectEr
             )),
             other => failed(other),
         })?;
-    kept(&consumer, servers, topic, &parts, &asked)?;
+    kept(&consumer, cluster, topic, &parts, &asked)?;
     Ok(taken)
 }
 
@@ -249,7 +250,7 @@ fn commit_list(
 /// `asked` that are behind a partition's first waiting one stay, and the error says so.
 fn kept(
     consumer: &BaseConsumer,
-    servers: &str,
+    cluster: &Cluster,
     topic: &str,
     written: &[(i32, Removed, i64)],
     asked: &[(i32, i64)],
@@ -257,7 +258,7 @@ fn kept(
     if written.iter().all(|(_, removed, _)| removed.is_settled()) {
         return Ok(());
     }
-    let read = partitions(consumer, servers, topic)?;
+    let read = partitions(consumer, cluster, topic)?;
     let stay: Vec<String> = asked
         .iter()
         .filter(|(partition, offset)| {
