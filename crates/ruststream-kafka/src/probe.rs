@@ -53,6 +53,15 @@ enum Failure {
 impl ClientContext for Quiet {
     fn log(&self, _: RDKafkaLogLevel, facility: &str, line: &str) {
         tracing::debug!(target: "librdkafka", "{facility} {line}");
+        // A failed TLS handshake is not always raised as an error event (seen with
+        // several clients in one process: none within 10 s), but librdkafka always
+        // logs it.
+        if facility == "FAIL" && line.contains("SSL handshake failed") {
+            let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+            seen.down = true;
+            seen.refused = true;
+            seen.last = Some(line.to_owned());
+        }
     }
 
     fn error(&self, error: KafkaError, reason: &str) {
@@ -76,7 +85,6 @@ impl ConsumerContext for Quiet {}
 /// URL did not: the strongest this build speaks, else, where the broker refuses it, the
 /// strongest of those the broker offers. The cluster as it is to be used from now on.
 pub(crate) async fn reach(mut cluster: Cluster) -> Result<Cluster, ConnectError> {
-    let mut negotiated = false;
     loop {
         let tried = cluster.clone();
         let answer = tokio::task::spawn_blocking(move || try_once(&tried))
@@ -92,12 +100,12 @@ pub(crate) async fn reach(mut cluster: Cluster) -> Result<Cluster, ConnectError>
             Err(Failure::Refused(reason)) => reason,
         };
         match cluster.negotiate(&reason) {
-            Ok(Some(mechanism)) if !negotiated => {
+            // Chosen once: the next refusal finds the mechanism set and ends here.
+            Ok(Some(mechanism)) => {
                 tracing::debug!(
                     mechanism = mechanism.name(),
                     "kafka: the SASL mechanism the broker offers"
                 );
-                negotiated = true;
             }
             Ok(_) => return Err(ConnectError::Refused { servers, reason }),
             Err(reason) => return Err(ConnectError::Refused { servers, reason }),
@@ -137,8 +145,15 @@ fn try_once(cluster: &Cluster) -> Result<(), Failure> {
             }
         }
         if started.elapsed() >= PATIENCE {
+            // What librdkafka said last, where it said anything: why no answer came.
+            let seen = client
+                .context()
+                .seen
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let why = seen.last.as_deref().unwrap_or(&error);
             return Err(Failure::Unreachable(format!(
-                "no answer within {}s ({error})",
+                "no answer within {}s ({why})",
                 PATIENCE.as_secs()
             )));
         }
