@@ -108,6 +108,9 @@ impl Cluster {
         };
         config.set("security.protocol", protocol);
         if let Some(tls) = &self.tls {
+            // Servers' names checked against their certificates: librdkafka's default
+            // since 1.9, declared so that no build or default change turns it off.
+            config.set("ssl.endpoint.identification.algorithm", "https");
             if let Some(pem) = &tls.ca_pem {
                 config.set("ssl.ca.pem", pem);
             }
@@ -227,6 +230,10 @@ mod tests {
         let config = tls.config();
         assert_eq!(config.get("security.protocol"), Some("ssl"));
         assert_eq!(config.get("ssl.ca.pem"), Some("PEM"));
+        assert_eq!(
+            config.get("ssl.endpoint.identification.algorithm"),
+            Some("https")
+        );
         assert_eq!(config.get("ssl.certificate.location"), Some("/c.pem"));
         assert_eq!(config.get("ssl.key.location"), Some("/k.pem"));
 

@@ -7,7 +7,7 @@ mod support;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use ruststream_core::{Broker, Delivery, DeliveryStream, Message, Settlement, SubscribeSpec};
+use ruststream_core::{Broker, DeliveryStream, Message, Settlement, SubscribeSpec};
 use ruststream_kafka::KafkaBroker;
 
 async fn broker() -> KafkaBroker {
@@ -37,12 +37,8 @@ async fn subscribe(broker: &KafkaBroker, topic: &str) -> DeliveryStream {
     broker.subscribe(spec).await.expect("subscribed").deliveries
 }
 
-async fn next(deliveries: &mut DeliveryStream) -> Delivery {
-    match tokio::time::timeout(Duration::from_secs(20), deliveries.next()).await {
-        Ok(Some(Ok(delivery))) => delivery,
-        other => panic!("no delivery: {other:?}"),
-    }
-}
+/// How long a delivery may take to come.
+const WAIT: Duration = Duration::from_secs(20);
 
 async fn nothing(deliveries: &mut DeliveryStream, within: Duration) {
     if let Ok(Some(item)) = tokio::time::timeout(within, deliveries.next()).await {
@@ -55,8 +51,8 @@ async fn a_settlement_above_a_delivery_in_hand_is_not_committed_past_it() {
     let first = broker().await;
     let topic = topic_with(&first, &["zero", "one"]).await;
     let mut deliveries = subscribe(&first, &topic).await;
-    let zero = next(&mut deliveries).await;
-    let one = next(&mut deliveries).await;
+    let zero = support::next(&mut deliveries, WAIT).await;
+    let one = support::next(&mut deliveries, WAIT).await;
     assert_eq!(
         (&zero.payload()[..], &one.payload()[..]),
         (&b"zero"[..], &b"one"[..])
@@ -69,13 +65,13 @@ async fn a_settlement_above_a_delivery_in_hand_is_not_committed_past_it() {
 
     let second = broker().await;
     let mut again = subscribe(&second, &topic).await;
-    let zero = next(&mut again).await;
+    let zero = support::next(&mut again, WAIT).await;
     assert_eq!(
         &zero.payload()[..],
         b"zero",
         "the one left in hand comes back"
     );
-    let one = next(&mut again).await;
+    let one = support::next(&mut again, WAIT).await;
     assert_eq!(
         &one.payload()[..],
         b"one",
@@ -98,14 +94,14 @@ async fn a_delivery_given_back_comes_again_at_once_and_alone() {
     let first = broker().await;
     let topic = topic_with(&first, &["zero", "one", "two"]).await;
     let mut deliveries = subscribe(&first, &topic).await;
-    let zero = next(&mut deliveries).await;
-    let one = next(&mut deliveries).await;
-    let two = next(&mut deliveries).await;
+    let zero = support::next(&mut deliveries, WAIT).await;
+    let one = support::next(&mut deliveries, WAIT).await;
+    let two = support::next(&mut deliveries, WAIT).await;
     two.settle(Settlement::Accept).await.expect("settled");
     // Dropped unsettled: abandoned. The partition is read again from `zero`; `one` is
     // still in hand and `two` settled, so only `zero` comes again.
     drop(zero);
-    let again = next(&mut deliveries).await;
+    let again = support::next(&mut deliveries, WAIT).await;
     assert_eq!(&again.payload()[..], b"zero");
     nothing(&mut deliveries, Duration::from_secs(2)).await;
     again.settle(Settlement::Accept).await.expect("settled");

@@ -7,6 +7,8 @@
 
 mod support;
 
+use support::next;
+
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
@@ -53,13 +55,6 @@ async fn subscribe(broker: &KafkaBroker, topic: &str) -> DeliveryStream {
         "a mount in the default group delays in topics"
     );
     subscription.deliveries
-}
-
-async fn next(deliveries: &mut DeliveryStream, within: Duration) -> Delivery {
-    match tokio::time::timeout(within, deliveries.next()).await {
-        Ok(Some(Ok(delivery))) => delivery,
-        other => panic!("no delivery within {within:?}: {other:?}"),
-    }
 }
 
 fn retry_count(delivery: &Delivery) -> Option<&str> {

@@ -10,10 +10,7 @@ mod support;
 
 use std::time::Duration;
 
-use futures_util::StreamExt;
-use ruststream_core::{
-    Broker, Delivery, DeliveryStream, Message, RETRY_COUNT, Settlement, SubscribeSpec,
-};
+use ruststream_core::{Broker, Message, RETRY_COUNT, Settlement, SubscribeSpec};
 use ruststream_kafka::{ConnectError, KafkaBroker};
 
 const HOW: &str = "Start the TLS and SASL listeners with `scripts/kafka-secure.sh` (nisshi on \
@@ -42,13 +39,6 @@ fn redacted(url: &str) -> String {
     ruststream_core::redact(url)
 }
 
-async fn next(deliveries: &mut DeliveryStream) -> Delivery {
-    match tokio::time::timeout(Duration::from_secs(30), deliveries.next()).await {
-        Ok(Some(Ok(delivery))) => delivery,
-        other => panic!("no delivery within 30 s: {other:?}"),
-    }
-}
-
 /// A record published on `broker`, read back by a mount that makes its topic, retried
 /// after a second through the delay topics, and read again as attempt 2.
 async fn round_trip(broker: &KafkaBroker) {
@@ -62,13 +52,13 @@ async fn round_trip(broker: &KafkaBroker) {
         .publish(topic.as_str().into(), Message::new("secret"))
         .await
         .expect("published");
-    let first = next(&mut subscription.deliveries).await;
+    let first = support::next(&mut subscription.deliveries, Duration::from_secs(30)).await;
     assert_eq!(first.payload().as_ref(), b"secret");
     first
         .settle(Settlement::RequeueAfter(Duration::from_secs(1)))
         .await
         .expect("parked in a delay topic");
-    let again = next(&mut subscription.deliveries).await;
+    let again = support::next(&mut subscription.deliveries, Duration::from_secs(30)).await;
     assert_eq!(again.payload().as_ref(), b"secret");
     assert_eq!(again.headers().get_str(RETRY_COUNT), Some("1"));
     again.settle(Settlement::Accept).await.expect("committed");

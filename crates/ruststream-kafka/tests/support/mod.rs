@@ -195,3 +195,15 @@ impl Drop for OwnBroker {
         self.kill();
     }
 }
+
+/// The next delivery of `deliveries`, within `within` (a panic naming what came instead).
+pub async fn next(
+    deliveries: &mut ruststream_core::DeliveryStream,
+    within: Duration,
+) -> ruststream_core::Delivery {
+    use futures_util::StreamExt as _;
+    match tokio::time::timeout(within, deliveries.next()).await {
+        Ok(Some(Ok(delivery))) => delivery,
+        other => panic!("no delivery within {within:?}: {other:?}"),
+    }
+}
