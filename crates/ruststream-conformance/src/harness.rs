@@ -85,4 +85,13 @@ pub trait Harness: Send + Sync + 'static {
     fn unpublishable_address(&self) -> Option<Address> {
         None
     }
+
+    /// The header that carries a message's key, where the harness's
+    /// [`mount`](Self::mount) keeps each key's messages in order through retries (Kafka's
+    /// `KeyOrder`: `kafka-key`). `None` (the default): the form keeps no such order, and
+    /// [`key_order_through_retries`](crate::checks::key_order_through_retries) does not
+    /// apply.
+    fn key_header(&self) -> Option<&'static str> {
+        None
+    }
 }

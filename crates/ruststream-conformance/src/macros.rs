@@ -47,6 +47,7 @@ macro_rules! conformance_tests {
             stop_during_delay,
             forged_retry_count,
             one_copy_after_a_kill,
+            key_order_through_retries,
         );
     };
 }
