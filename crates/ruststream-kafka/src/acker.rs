@@ -1,6 +1,7 @@
 //! Settling deliveries: every settlement marks its offset done, and the group commits
 //! up to the lowest offset still in hand; a delayed retry is parked in a delay topic
-//! first; an abandoned delivery is read again.
+//! first; an abandoned delivery is read again. Under key order a retry is the record
+//! itself, handed out again, and a settlement for good frees its key.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -14,6 +15,9 @@ use crate::commit::Ask;
 use crate::context::KafkaConsumer;
 use crate::delay::Delays;
 use crate::group::{Group, Position};
+use crate::headers;
+use crate::order::{Note, Waits};
+use crate::record::{Read, Record};
 
 /// The acker of one subscription.
 #[derive(Clone)]
@@ -21,15 +25,10 @@ pub(crate) struct KafkaAcker {
     pub(crate) group: Arc<Group>,
     pub(crate) consumer: Weak<KafkaConsumer>,
     pub(crate) commits: mpsc::UnboundedSender<Ask>,
-    /// Where `RequeueAfter` parks copies, if the subscription delays.
+    /// Where `RequeueAfter` parks copies, if the subscription delays in topics.
     pub(crate) delays: Option<Arc<Delays>>,
-}
-
-fn position(tag: &Tag) -> Option<Position> {
-    match tag {
-        Tag::Other(any) => any.downcast_ref::<Position>().copied(),
-        _ => None,
-    }
+    /// Under key order: where retries in place wait for their delay.
+    pub(crate) waits: Option<Waits>,
 }
 
 impl KafkaAcker {
@@ -40,27 +39,28 @@ impl KafkaAcker {
         match self.group.settle(at) {
             Err(()) => Settling::done(Err(AckError::Disconnected)),
             Ok(None) => Settling::done(Ok(())),
-            Ok(Some(offset)) => {
-                let (done, answer) = oneshot::channel();
-                let ask = Ask {
-                    partition: at.partition,
-                    offset,
-                    done,
-                };
-                if self.commits.send(ask).is_err() {
-                    return Settling::done(Err(AckError::Disconnected));
-                }
-                Settling::pending(
-                    async move { answer.await.unwrap_or(Err(AckError::Disconnected)) },
-                )
-            }
+            Ok(Some(offset)) => self.commit(at.partition, offset),
         }
+    }
+
+    /// Asks the committer to commit `offset` on `partition`: resolved once it is made.
+    fn commit(&self, partition: i32, offset: i64) -> Settling {
+        let (done, answer) = oneshot::channel();
+        let ask = Ask {
+            partition,
+            offset,
+            done,
+        };
+        if self.commits.send(ask).is_err() {
+            return Settling::done(Err(AckError::Disconnected));
+        }
+        Settling::pending(async move { answer.await.unwrap_or(Err(AckError::Disconnected)) })
     }
 
     /// Seeks the partition back to the lowest delivery given back: the consumer reads
     /// from there again and delivers only what was given back.
-    fn give_back(&self, at: Position) {
-        let Some(offset) = self.group.abandon(at) else {
+    fn give_back(&self, at: Position, key: Option<&[u8]>) {
+        let Some(offset) = self.group.abandon(at, key) else {
             return;
         };
         let Some(consumer) = self.consumer.upgrade() else {
@@ -74,6 +74,28 @@ impl KafkaAcker {
             Duration::ZERO,
         ) {
             tracing::warn!(topic = %self.group.topic, partition = at.partition, %error, "seek back failed");
+        }
+    }
+
+    /// Key order's retry: the record stays in hand (no commit passes it) and is handed
+    /// out again as the next attempt after `delay`, before the later records of its key.
+    /// Its attempt and due time are committed in the partition's metadata, so that the
+    /// next consumer of the partition (after a stop, a crash, a rebalance) hands it out
+    /// as that attempt, when due: resolved once that commit is made.
+    fn again(&self, read: Read, message: Message, delay: Duration, waits: &Waits) -> Settling {
+        let note = Note::after(read.attempt.saturating_add(1), delay);
+        let Ok(position) = self.group.settle_later(read.at, note) else {
+            return Settling::done(Err(AckError::Disconnected));
+        };
+        let record = Record::again(read, message);
+        if delay.is_zero() {
+            self.group.ready(record);
+        } else {
+            waits.after(delay, record);
+        }
+        match position {
+            Some(offset) => self.commit(read.at.partition, offset),
+            None => Settling::done(Ok(())),
         }
     }
 
@@ -95,7 +117,7 @@ impl KafkaAcker {
                     "kafka: cannot park the delayed copy; holding the delivery for the delay instead");
                 tokio::spawn(async move {
                     tokio::time::sleep(delay).await;
-                    self.give_back(at);
+                    self.give_back(at, None);
                 });
                 Err(AckError::Refused(format!(
                     "{why}; held for the delay instead (not durable)"
@@ -108,11 +130,24 @@ impl KafkaAcker {
 impl Acker for KafkaAcker {
     /// Every settlement but a delayed retry is the same to Kafka, which keeps only a
     /// position: the offset is done. A delayed retry parks its copy in the delay topic
-    /// first.
+    /// first. Under key order a retry is the record itself, held in hand and handed out
+    /// again (after its delay); any other settlement frees its key.
     fn settle(&self, tag: Tag, message: Message, settlement: Settlement) -> Settling {
-        let Some(at) = position(&tag) else {
+        let Some(read) = Read::of(&tag) else {
             return Settling::done(Err(AckError::Refused("not a kafka delivery".into())));
         };
+        let at = read.at;
+        if let Some(waits) = &self.waits {
+            return match settlement {
+                Settlement::Requeue => self.again(read, message, Duration::ZERO, waits),
+                Settlement::RequeueAfter(delay) => self.again(read, message, delay, waits),
+                _ => {
+                    let settling = self.done(at);
+                    self.group.release(at, headers::key(&message.headers));
+                    settling
+                }
+            };
+        }
         match (settlement, &self.delays) {
             (Settlement::RequeueAfter(delay), Some(delays)) => {
                 Settling::pending(self.clone().later(delays.clone(), at, delay, message))
@@ -124,9 +159,9 @@ impl Acker for KafkaAcker {
         }
     }
 
-    fn abandon(&self, tag: Tag, _: Message) {
-        if let Some(at) = position(&tag) {
-            self.give_back(at);
+    fn abandon(&self, tag: Tag, message: Message) {
+        if let Some(read) = Read::of(&tag) {
+            self.give_back(read.at, headers::key(&message.headers));
         }
     }
 }

@@ -3,7 +3,6 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use futures_util::stream;
 use rdkafka::consumer::Consumer;
 use rdkafka::producer::Producer as _;
 use ruststream_core::{
@@ -19,8 +18,10 @@ use crate::cluster::Cluster;
 use crate::commit::commit;
 use crate::context::{Context, KafkaConsumer};
 use crate::delay::{self, Delays};
+use crate::deliveries::Deliveries;
 use crate::error::ConnectError;
 use crate::group::Group;
+use crate::order::Waits;
 use crate::probe::reach;
 use crate::producer::Producer;
 use crate::publisher::KafkaPublisher;
@@ -148,7 +149,9 @@ impl KafkaBroker {
             (found, _) => found?,
         };
         self.declare_targets(&topic, &spec.declaration).await?;
-        let group = Arc::new(Group::new(topic.clone()));
+        let ordered = settings::key_order(&self.inner.settings, &spec.options)?;
+        let order = ordered.then_some(spec.in_flight.max(BUFFERED));
+        let group = Arc::new(Group::new(topic.clone(), order));
         let consumer = Arc::new(self.consumer(&group_id, group.clone(), timeouts)?);
         consumer
             .subscribe(&[&topic])
@@ -160,7 +163,7 @@ impl KafkaBroker {
             asked,
         ));
         let (stopped, stop) = watch::channel(false);
-        let delays = if delaying && delay::fits(&group_id) {
+        let delays = if delaying && !ordered && delay::fits(&group_id) {
             let back_to = spec
                 .declaration
                 .retry_to
@@ -186,29 +189,41 @@ impl KafkaBroker {
                 .push(delays.clone());
             Some(delays)
         } else {
-            if delaying {
+            if delaying && !ordered {
                 tracing::warn!(group = %group_id, %topic,
                     "kafka: no delay topics for a group Kafka cannot name topics after; a retry_after is the runtime's copy");
             }
             None
         };
-        let capabilities = Capabilities {
-            delays: delays.is_some().then_some(Capabilities::ANY_DELAY),
-            ..Capabilities::SETTLES
-        };
-        let acker = Arc::new(KafkaAcker {
+        let capabilities = capabilities(ordered, delays.is_some());
+        let waits = ordered.then(|| {
+            let group = Arc::downgrade(&group);
+            Waits::start(move |record| {
+                if let Some(group) = group.upgrade() {
+                    group.ready(record);
+                }
+            })
+        });
+        let acker: Arc<dyn ruststream_core::Acker> = Arc::new(KafkaAcker {
             group: group.clone(),
             consumer: Arc::downgrade(&consumer),
             commits: asks,
             delays,
+            waits: waits.clone(),
         });
         let (out, received) = mpsc::channel(spec.in_flight.clamp(1, BUFFERED));
         let attached = group.attached.clone();
+        let deliveries = Deliveries {
+            received,
+            group: group.clone(),
+            acker,
+            address: spec.address,
+            consumer: Arc::downgrade(&consumer),
+            waits,
+        };
         let reader = Reader {
             consumer,
             group,
-            acker,
-            address: spec.address,
             out,
             closed: self.inner.closed.subscribe(),
             drain: spec.drain,
@@ -220,11 +235,8 @@ impl KafkaBroker {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(handle);
-        let deliveries = stream::unfold(received, |mut received| async move {
-            received.recv().await.map(|item| (item, received))
-        });
         Ok(Subscription {
-            deliveries: Box::pin(deliveries),
+            deliveries: Box::pin(deliveries.stream()),
             capabilities,
             attached,
         })
@@ -307,6 +319,26 @@ impl KafkaBroker {
                 "no topic {topic} (create it first, or let the mount make it: partitions=N)"
             ))
         })
+    }
+}
+
+/// What a subscription declares: without key order, Kafka neither takes a record back
+/// nor counts, so retries are the runtime's copies and a delayed one waits in a delay
+/// topic where the group has them (`delays`). Under key order the subscription takes a
+/// record back in place (after any delay) and counts its attempts, so the decision
+/// retries in place and dead-letters at the cap.
+fn capabilities(ordered: bool, delays: bool) -> Capabilities {
+    if ordered {
+        return Capabilities {
+            requeues: true,
+            counts: true,
+            delays: Some(Capabilities::ANY_DELAY),
+            ..Capabilities::SETTLES
+        };
+    }
+    Capabilities {
+        delays: delays.then_some(Capabilities::ANY_DELAY),
+        ..Capabilities::SETTLES
     }
 }
 
@@ -414,14 +446,12 @@ impl Broker for KafkaBroker {
 
     /// Kafka neither takes a record back nor counts deliveries: retries are the
     /// runtime's copies. A delayed retry waits in a delay topic where the mount's group
-    /// can name one.
+    /// can name one. Under key order the subscription retries in place and counts.
     fn facts(&self, spec: &SubscribeSpec) -> Option<Capabilities> {
         let group =
             settings::group(spec.address.as_str(), &self.inner.settings, &spec.options).ok()?;
-        Some(Capabilities {
-            delays: delay::fits(&group).then_some(Capabilities::ANY_DELAY),
-            ..Capabilities::SETTLES
-        })
+        let ordered = settings::key_order(&self.inner.settings, &spec.options).ok()?;
+        Some(capabilities(ordered, delay::fits(&group)))
     }
 
     /// The topic, and the consumer group the mount reads it in (`ruststream.<topic>`

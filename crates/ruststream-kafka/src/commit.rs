@@ -38,7 +38,10 @@ pub(crate) async fn commit(
         let result = tokio::task::spawn_blocking(move || {
             let consumer = consumer.upgrade().ok_or(AckError::Disconnected)?;
             consumer
-                .commit(&offsets(&topic, &positions), CommitMode::Sync)
+                .commit(
+                    &offsets(&consumer.context().group, &positions),
+                    CommitMode::Sync,
+                )
                 .map_err(|error| {
                     tracing::warn!(%topic, %error, "commit failed");
                     AckError::Disconnected

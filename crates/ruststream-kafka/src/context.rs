@@ -55,7 +55,7 @@ impl ConsumerContext for Context {
                 // are answered (or their wait for a coordinator has timed out). A
                 // synchronous one waits here, inside librdkafka's rebalance, and at a
                 // close it could wait for ever (the group waits for this callback).
-                let list = offsets(&self.group.topic, &positions);
+                let list = offsets(&self.group, &positions);
                 if let Err(error) = consumer.commit(&list, CommitMode::Async) {
                     tracing::warn!(topic = %self.group.topic, %error, "commit at a rebalance failed");
                 }
@@ -71,11 +71,19 @@ impl ConsumerContext for Context {
         }
     }
 
-    fn post_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+    fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         match rebalance {
             Rebalance::Assign(list) => {
                 self.group
                     .assign(list.elements().iter().map(|e| e.partition()));
+                // Key order pauses a partition that holds too many records back; librdkafka
+                // keeps an application's pause across a revoke and an assignment, and the
+                // partition assigned anew holds nothing back.
+                if self.group.ordered()
+                    && let Err(error) = consumer.resume(list)
+                {
+                    tracing::warn!(topic = %self.group.topic, %error, "kafka: cannot resume assigned partitions");
+                }
                 self.group.attached.attach();
             }
             Rebalance::Revoke(_) => {}
@@ -87,12 +95,17 @@ impl ConsumerContext for Context {
     }
 }
 
-/// The offsets `positions` of `topic` as a partition list.
-pub(crate) fn offsets(topic: &str, positions: &[(i32, i64)]) -> TopicPartitionList {
+/// The offsets `positions` of `group`'s topic as a partition list, each with the
+/// metadata the group commits with it (key order's retry notes).
+pub(crate) fn offsets(group: &Group, positions: &[(i32, i64)]) -> TopicPartitionList {
     let mut list = TopicPartitionList::new();
     for &(partition, offset) in positions {
-        // Not reached with a valid offset: setting one on a new entry cannot fail.
-        let _ = list.add_partition_offset(topic, partition, rdkafka::Offset::Offset(offset));
+        let mut element = list.add_partition(&group.topic, partition);
+        // Not reached with a valid offset: setting one cannot fail.
+        let _ = element.set_offset(rdkafka::Offset::Offset(offset));
+        if let Some(metadata) = group.metadata(partition) {
+            element.set_metadata(metadata);
+        }
     }
     list
 }

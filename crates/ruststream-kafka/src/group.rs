@@ -1,26 +1,39 @@
 //! What one subscription holds of its group: the partitions assigned to it, each with
 //! the deliveries in hand, under an epoch that a rebalance renews.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use ruststream_core::Attached;
+use tokio::sync::Notify;
 
 use crate::offsets::Partition;
+use crate::order::{Keys, Note};
+pub(crate) use crate::record::Position;
+use crate::record::Record;
 
-/// One delivery's identity: its partition and offset, and the epoch of the assignment
-/// it was read under (a settlement of an earlier assignment is too late).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Position {
-    pub(crate) partition: i32,
-    pub(crate) offset: i64,
-    pub(crate) epoch: u64,
-}
+mod ordered;
 
 #[derive(Debug, Default)]
 struct Held {
     next_epoch: u64,
-    partitions: HashMap<i32, (u64, Partition)>,
+    partitions: HashMap<i32, Slot>,
+    /// Key order: records to hand out before any new one (released behind their key, or
+    /// retried in place and due).
+    ready: VecDeque<Record>,
+}
+
+/// One partition held: its epoch, its offsets in hand, and under key order its keys and
+/// the notes of its retries.
+#[derive(Debug)]
+struct Slot {
+    epoch: u64,
+    offsets: Partition,
+    keys: Keys,
+    /// Key order: the retries of records in hand, committed in the metadata.
+    notes: BTreeMap<i64, Note>,
+    /// Key order: whether the notes committed before this assignment are read.
+    loaded: bool,
 }
 
 /// A subscription's share of its consumer group.
@@ -29,18 +42,26 @@ pub(crate) struct Group {
     pub(crate) topic: String,
     pub(crate) attached: Attached,
     held: Mutex<Held>,
+    /// Key order ([`KeyOrder`](crate::KeyOrder)): how many records a partition holds
+    /// back before it is paused. `None`: no key order.
+    order: Option<usize>,
+    /// Key order: a record became ready to hand out.
+    pub(crate) woken: Notify,
 }
 
 impl Group {
     /// A subscription to `topic` that holds no partition yet, detached until its first
-    /// assignment.
-    pub(crate) fn new(topic: String) -> Self {
+    /// assignment; `order`: under key order, holding at most about this many records
+    /// back per partition.
+    pub(crate) fn new(topic: String, order: Option<usize>) -> Self {
         let attached = Attached::new();
         attached.detach();
         Self {
             topic,
             attached,
             held: Mutex::new(Held::default()),
+            order,
+            woken: Notify::new(),
         }
     }
 
@@ -48,18 +69,29 @@ impl Group {
         self.held.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Whether the subscription keeps key order.
+    pub(crate) fn ordered(&self) -> bool {
+        self.order.is_some()
+    }
+
     /// Partitions given to this subscription: each starts anew, under a new epoch.
     pub(crate) fn assign(&self, partitions: impl IntoIterator<Item = i32>) {
         let mut held = self.held();
         for partition in partitions {
             held.next_epoch += 1;
-            let epoch = held.next_epoch;
-            held.partitions
-                .insert(partition, (epoch, Partition::default()));
+            let slot = Slot {
+                epoch: held.next_epoch,
+                offsets: Partition::default(),
+                keys: Keys::default(),
+                notes: BTreeMap::new(),
+                loaded: false,
+            };
+            held.partitions.insert(partition, slot);
         }
     }
 
-    /// Partitions taken away: their commit positions, for a last commit.
+    /// Partitions taken away: their commit positions, for a last commit. What they held
+    /// back goes with them (the next owner reads it again).
     pub(crate) fn revoke(&self, partitions: impl IntoIterator<Item = i32>) -> Vec<(i32, i64)> {
         let mut held = self.held();
         partitions
@@ -67,7 +99,7 @@ impl Group {
             .filter_map(|p| {
                 held.partitions
                     .remove(&p)
-                    .and_then(|(_, part)| Some((p, part.position()?)))
+                    .and_then(|slot| Some((p, slot.offsets.position()?)))
             })
             .collect()
     }
@@ -77,17 +109,17 @@ impl Group {
         self.held()
             .partitions
             .iter()
-            .filter_map(|(p, (_, part))| Some((*p, part.position()?)))
+            .filter_map(|(p, slot)| Some((*p, slot.offsets.position()?)))
             .collect()
     }
 
     /// How many deliveries of every partition held are being handled (in hand, not
-    /// given back).
+    /// given back, not held back under key order).
     pub(crate) fn handling(&self) -> usize {
         self.held()
             .partitions
             .values()
-            .map(|(_, part)| part.handling())
+            .map(|slot| slot.offsets.handling().saturating_sub(slot.keys.parked()))
             .sum()
     }
 
@@ -100,29 +132,59 @@ impl Group {
             self.assign([partition]);
             held = self.held();
         }
-        let (epoch, part) = held.partitions.get_mut(&partition)?;
-        part.read(offset).then_some(Position {
+        let slot = held.partitions.get_mut(&partition)?;
+        slot.offsets.read(offset).then_some(Position {
             partition,
             offset,
-            epoch: *epoch,
+            epoch: slot.epoch,
         })
     }
 
     /// Settles the delivery at `at`: `Err(())` if its partition was taken away since,
-    /// else the partition's new commit position if it moved.
+    /// else the partition's commit position if it is to be committed: it moved, or (key
+    /// order) the delivery's retry note is gone from what the next commit says.
     pub(crate) fn settle(&self, at: Position) -> Result<Option<i64>, ()> {
-        match self.held().partitions.get_mut(&at.partition) {
-            Some((epoch, part)) if *epoch == at.epoch => Ok(part.settle(at.offset)),
-            _ => Err(()),
-        }
+        let mut held = self.held();
+        let slot = self.slot(&mut held, at).ok_or(())?;
+        let noted = slot.notes.remove(&at.offset).is_some();
+        let moved = slot.offsets.settle(at.offset);
+        Ok(if noted {
+            moved.or_else(|| slot.offsets.position())
+        } else {
+            moved
+        })
     }
 
-    /// Gives the delivery at `at` back: the offset to seek its partition to.
-    pub(crate) fn abandon(&self, at: Position) -> Option<i64> {
-        match self.held().partitions.get_mut(&at.partition) {
-            Some((epoch, part)) if *epoch == at.epoch => part.abandon(at.offset),
-            _ => None,
+    /// The metadata to commit with `partition`'s position: under key order, the notes of
+    /// its retries (where it has any); else none.
+    pub(crate) fn metadata(&self, partition: i32) -> Option<String> {
+        self.order?;
+        let held = self.held();
+        let slot = held.partitions.get(&partition)?;
+        (!slot.notes.is_empty()).then(|| crate::order::encode(&slot.notes))
+    }
+
+    /// Gives the delivery at `at` back, with `key` (under key order, the records held
+    /// behind it too): the offset to seek its partition to.
+    pub(crate) fn abandon(&self, at: Position, key: Option<&[u8]>) -> Option<i64> {
+        let mut held = self.held();
+        let slot = self.slot(&mut held, at)?;
+        let behind = match key {
+            Some(key) if self.ordered() => slot.keys.give_back(key),
+            _ => Vec::new(),
+        };
+        let mut seek = slot.offsets.abandon(at.offset);
+        for offset in behind {
+            seek = slot.offsets.abandon(offset).or(seek);
         }
+        seek
+    }
+
+    /// The slot `at` was read under, if its partition is still held under that epoch.
+    fn slot<'a>(&self, held: &'a mut Held, at: Position) -> Option<&'a mut Slot> {
+        held.partitions
+            .get_mut(&at.partition)
+            .filter(|slot| slot.epoch == at.epoch)
     }
 }
 
@@ -132,7 +194,7 @@ mod tests {
 
     #[test]
     fn a_settlement_after_a_rebalance_is_too_late() {
-        let group = Group::new("t".into());
+        let group = Group::new("t".into(), None);
         group.assign([0, 1]);
         let first = group.read(0, 5).expect("new");
         let other = group.read(1, 0).expect("new");
@@ -143,7 +205,7 @@ mod tests {
             Err(()),
             "read under the earlier assignment"
         );
-        assert!(group.abandon(first).is_none());
+        assert!(group.abandon(first, None).is_none());
         assert!(
             group.read(0, 5).is_some(),
             "read anew from the committed offset"

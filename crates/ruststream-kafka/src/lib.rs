@@ -29,6 +29,11 @@
 //! Kafka record headers (a null value reads as empty); the record key is the header
 //! [`KEY`] (`kafka-key`), on publishing and on reading, so copies keep it.
 //!
+//! Under the [`KeyOrder`] option a mount handles a key's records one at a time, in their
+//! partition's order, retries included: a retry is the record itself, kept in hand (no
+//! commit passes it) and handed out again before the later records of its key, which
+//! wait while other keys go on; the subscription counts attempts itself.
+//!
 //! ```no_run
 //! use ruststream::{App, Mount, Outcome, ack};
 //! use ruststream_kafka::{Group, KafkaBroker};
@@ -61,6 +66,7 @@ mod commit;
 mod connector;
 mod context;
 mod delay;
+mod deliveries;
 mod error;
 mod group;
 mod headers;
@@ -68,11 +74,13 @@ mod inspect;
 mod lag;
 mod offsets;
 mod options;
+mod order;
 mod positions;
 mod probe;
 mod producer;
 mod publisher;
 mod reader;
+mod record;
 mod said;
 mod settings;
 
@@ -82,5 +90,5 @@ pub use error::ConnectError;
 pub use headers::KEY;
 pub use inspect::TOOLS_GROUP;
 pub use lag::{Lag, LagError};
-pub use options::Group;
+pub use options::{Group, KeyOrder};
 pub use producer::MAX_MESSAGE;

@@ -78,7 +78,7 @@ pub(crate) fn standing(
 }
 
 /// A commit's metadata; rdkafka panics on one that is not UTF-8 (not ours, then).
-fn metadata(element: &TopicPartitionListElem<'_>) -> String {
+pub(crate) fn metadata(element: &TopicPartitionListElem<'_>) -> String {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         element.metadata().to_owned()
     }))

@@ -11,27 +11,26 @@ use rdkafka::Message as _;
 use rdkafka::consumer::{CommitMode, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::BorrowedMessage;
-use ruststream_core::{Acker, Address, ConsumeError, Delivery, Drain, Tag};
+use ruststream_core::{ConsumeError, Drain};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Sleep;
 
 use crate::context::{KafkaConsumer, offsets};
 use crate::group::Group;
 use crate::headers::from_kafka;
+use crate::record::Record;
 
 /// How often a detached subscription asks whether the cluster answers again (and how
 /// long it waits for the answer).
 const PROBE: Duration = Duration::from_secs(1);
 
-/// What the reader hands the runtime.
-pub(crate) type Item = Result<Delivery, ConsumeError>;
+/// What the reader hands on to the subscription's deliveries.
+pub(crate) type Item = Result<Record, ConsumeError>;
 
 /// The reader's parts.
 pub(crate) struct Reader {
     pub(crate) consumer: Arc<KafkaConsumer>,
     pub(crate) group: Arc<Group>,
-    pub(crate) acker: Arc<dyn Acker>,
-    pub(crate) address: Address,
     pub(crate) out: mpsc::Sender<Item>,
     pub(crate) closed: watch::Receiver<bool>,
     pub(crate) drain: Drain,
@@ -76,12 +75,12 @@ impl Reader {
                 continue;
             }
             match item {
-                Some(Ok(delivery)) => {
+                Some(Ok(record)) => {
                     if outage.back() {
                         tracing::info!(topic = %self.group.topic, "kafka: reading again");
                     }
                     self.group.attached.attach();
-                    if self.out.send(Ok(delivery)).await.is_err() {
+                    if self.out.send(Ok(record)).await.is_err() {
                         break;
                     }
                 }
@@ -99,14 +98,13 @@ impl Reader {
         let Reader {
             consumer,
             group,
-            acker,
             out,
             stopped,
             ..
         } = self;
         // The delay mover ends with its subscription.
         stopped.send_replace(true);
-        drop((acker, out));
+        drop(out);
         while drained && group.handling() > 0 {
             tokio::select! {
                 _ = closed.wait_for(|closed| *closed) => break,
@@ -118,7 +116,7 @@ impl Reader {
         crate::close::close(&topic, move || {
             let positions = group.positions();
             if !positions.is_empty() {
-                let _ = consumer.commit(&offsets(&group.topic, &positions), CommitMode::Sync);
+                let _ = consumer.commit(&offsets(&group, &positions), CommitMode::Sync);
             }
             drop(consumer);
         })
@@ -149,12 +147,11 @@ impl Reader {
         }
     }
 
-    /// The delivery of a record; an error with whether it says the cluster cannot be
-    /// reached.
+    /// A record read; an error with whether it says the cluster cannot be reached.
     fn item(
         &self,
         received: Result<BorrowedMessage<'_>, KafkaError>,
-    ) -> Option<Result<Delivery, (ConsumeError, bool)>> {
+    ) -> Option<Result<Record, (ConsumeError, bool)>> {
         let record = match received {
             Ok(record) => record,
             Err(error) => {
@@ -168,16 +165,12 @@ impl Reader {
             Ok(headers) => (headers, None),
             Err(reason) => (Default::default(), Some(reason)),
         };
-        let delivery = Delivery::new(
+        Some(Ok(Record {
+            at,
             payload,
             headers,
-            self.address.clone(),
-            Tag::Other(Box::new(at)),
-            self.acker.clone(),
-        );
-        Some(Ok(match defect {
-            Some(reason) => delivery.with_defect(reason),
-            None => delivery,
+            defect,
+            attempt: 1,
         }))
     }
 }

@@ -15,6 +15,7 @@ pub(crate) const KEYS: &[&str] = &[
     "session_timeout",
     "max_poll_interval",
     "partitions",
+    "key_order",
     "sasl_mechanism",
     "tls_ca_file",
     "tls_cert_file",
@@ -208,7 +209,7 @@ pub(crate) fn group(
                 return Err(setting.invalid("a group name"));
             }
             "group" => group = setting.value.trim().to_owned(),
-            "session_timeout" | "max_poll_interval" | "partitions" => {}
+            "session_timeout" | "max_poll_interval" | "partitions" | "key_order" => {}
             key if URL_ONLY.contains(&key) => {
                 return Err(setting.invalid("a setting of the broker url, not of a mount"));
             }
@@ -279,6 +280,21 @@ pub(crate) fn partitions(
     Ok(found)
 }
 
+/// Whether a mount keeps key order: its [`KeyOrder`](crate::KeyOrder) option, else its
+/// `key_order` setting, else the URL's (default `false`).
+pub(crate) fn key_order(url: &[Setting], options: &Options) -> Result<bool, SubscribeError> {
+    if options.get::<crate::KeyOrder>().is_some() {
+        return Ok(true);
+    }
+    let mut found = false;
+    for setting in url.iter().chain(options.settings()) {
+        if setting.key == "key_order" {
+            found = setting.flag()?;
+        }
+    }
+    Ok(found)
+}
+
 /// A mount's [`Timeouts`]. `max_poll_interval` below the session timeout is an error
 /// (librdkafka refuses such a consumer).
 pub(crate) fn timeouts(url: &[Setting], options: &Options) -> Result<Timeouts, SubscribeError> {
@@ -321,7 +337,7 @@ impl Timeouts {
 mod tests {
     use ruststream_core::{Options, Setting};
 
-    use super::{Timeouts, group, parse, partitions, timeouts};
+    use super::{Timeouts, group, key_order, parse, partitions, timeouts};
     use crate::Group;
     use crate::cluster::{Cluster, Mechanism};
 
@@ -575,6 +591,25 @@ mod tests {
             .expect_err(bad);
             assert!(error.to_string().contains("partitions"), "{bad}: {error}");
         }
+        assert_eq!(
+            group("t", &url, &Options::default()).expect("a key this broker reads"),
+            "ruststream.t"
+        );
+    }
+
+    #[test]
+    fn key_order_is_off_unless_the_option_the_mount_or_the_url_sets_it() {
+        let mut options = Options::default();
+        assert!(!key_order(&[], &options).expect("default"));
+        let url = [Setting::new("key_order", "true", "url")];
+        assert!(key_order(&url, &options).expect("url"));
+        options.configure(Setting::new("key_order", "off", "env"));
+        assert!(!key_order(&url, &options).expect("the mount over the url"));
+        options.insert(crate::KeyOrder);
+        assert!(key_order(&url, &options).expect("the typed option"));
+        let bad = [Setting::new("key_order", "sometimes", "url")];
+        let error = key_order(&bad, &Options::default()).expect_err("not a flag");
+        assert!(error.to_string().contains("key_order"), "{error}");
         assert_eq!(
             group("t", &url, &Options::default()).expect("a key this broker reads"),
             "ruststream.t"

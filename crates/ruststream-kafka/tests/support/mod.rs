@@ -207,3 +207,30 @@ pub async fn next(
         other => panic!("no delivery within {within:?}: {other:?}"),
     }
 }
+
+/// Whether the broker returns the metadata committed with an offset (Kafka does; nisshi
+/// 0.8.1 stores it and returns none: docs/kafka.md, "How nisshi differs from Kafka").
+/// Commits offset 0 of `topic`'s partition 0 with metadata in a group of its own, and
+/// reads it back (blocking).
+pub fn returns_commit_metadata(topic: &str) -> bool {
+    use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+    let mut config = config();
+    config
+        .set("group.id", unique("metadata-probe"))
+        .set("enable.auto.commit", "false");
+    let consumer: BaseConsumer = config.create().expect("a client");
+    let mut list = rdkafka::TopicPartitionList::new();
+    let mut element = list.add_partition(topic, 0);
+    element
+        .set_offset(rdkafka::Offset::Offset(0))
+        .expect("an offset");
+    element.set_metadata("probe");
+    consumer.commit(&list, CommitMode::Sync).expect("committed");
+    let mut asked = rdkafka::TopicPartitionList::new();
+    asked.add_partition(topic, 0);
+    let read = consumer
+        .committed_offsets(asked, Duration::from_secs(10))
+        .expect("read back");
+    read.find_partition(topic, 0)
+        .is_some_and(|element| element.metadata() == "probe")
+}
