@@ -9,7 +9,9 @@
 //!   that still commits only what it handled;
 //! * `framework`: a `ruststream::App` on `KafkaBroker`, one mount with an
 //!   `async fn(Order) -> Outcome` returning `ack()`, default (sequential) handling;
-//! * `framework-workers`: the same mount with `workers(64)`.
+//! * `framework-workers`: the same mount with `workers(64)`;
+//! * `framework-key-order`: the default mount with `KeyOrder` (every record has a key of
+//!   its own, so each is admitted, held by nobody and released).
 //!
 //! ```text
 //! cargo run --release -p ruststream-kafka --example bench -- [URL] [MESSAGES] [ROUNDS]
@@ -143,8 +145,15 @@ async fn raw(servers: &str, topic: &str, n: usize, every: usize) -> Run {
     started.expect("started").end(n)
 }
 
-/// The framework's run with the default sequential mount, or with `workers(n)`.
-async fn framework(url: &str, topic: &str, n: usize, workers: Option<usize>) -> Run {
+/// The framework's run with the default sequential mount, or with `workers(n)`, or with
+/// key order.
+async fn framework(
+    url: &str,
+    topic: &str,
+    n: usize,
+    workers: Option<usize>,
+    key_order: bool,
+) -> Run {
     STARTED.reset();
     let broker = KafkaBroker::connect(url).await.expect("connect");
     let countdown = Countdown::new(n);
@@ -152,6 +161,9 @@ async fn framework(url: &str, topic: &str, n: usize, workers: Option<usize>) -> 
     let mut mount = Mount::new(topic);
     if let Some(workers) = workers {
         mount = mount.workers(workers);
+    }
+    if key_order {
+        mount = mount.option(ruststream_kafka::KeyOrder);
     }
     let running = App::new(broker)
         .mount(mount, handle)
@@ -188,7 +200,13 @@ async fn main() {
     let port = port_of(&url, 9092);
     let server = BROKER.get_or_init(|| listener(port));
     println!("broker process on port {port}: {server:?} (its CPU time is measured where found)");
-    let variants = ["raw-each", "raw-batched", "framework", "framework-workers"];
+    let variants = [
+        "raw-each",
+        "raw-batched",
+        "framework",
+        "framework-workers",
+        "framework-key-order",
+    ];
     // BENCH_ONLY=framework,raw-batched: some variants only (for a profile).
     let only = std::env::var("BENCH_ONLY").ok();
     let mut runs: Vec<Vec<Run>> = vec![Vec::new(); variants.len()];
@@ -207,8 +225,9 @@ async fn main() {
             let run = match variants[v] {
                 "raw-each" => raw(&servers, &topic, n, 1).await,
                 "raw-batched" => raw(&servers, &topic, n, 64).await,
-                "framework" => framework(&url, &topic, n, None).await,
-                _ => framework(&url, &topic, n, Some(WORKERS)).await,
+                "framework" => framework(&url, &topic, n, None, false).await,
+                "framework-key-order" => framework(&url, &topic, n, None, true).await,
+                _ => framework(&url, &topic, n, Some(WORKERS), false).await,
             };
             println!("round {round} {:<18} {run}", variants[v]);
             runs[v].push(run);
