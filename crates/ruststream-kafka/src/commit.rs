@@ -39,7 +39,7 @@ pub(crate) async fn commit(
             let consumer = consumer.upgrade().ok_or(AckError::Disconnected)?;
             consumer
                 .commit(
-                    &offsets(&consumer.context().group, &positions),
+                    &offsets(&topic, &consumer.context().group.commits(&positions)),
                     CommitMode::Sync,
                 )
                 .map_err(|error| {

@@ -10,7 +10,7 @@ use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
 use rdkafka::error::{KafkaError, KafkaResult};
 
-use crate::group::Group;
+use crate::group::{Commit, Group};
 use crate::said::Said;
 
 /// The consumer type of a subscription.
@@ -55,7 +55,7 @@ impl ConsumerContext for Context {
                 // are answered (or their wait for a coordinator has timed out). A
                 // synchronous one waits here, inside librdkafka's rebalance, and at a
                 // close it could wait for ever (the group waits for this callback).
-                let list = offsets(&self.group, &positions);
+                let list = offsets(&self.group.topic, &positions);
                 if let Err(error) = consumer.commit(&list, CommitMode::Async) {
                     tracing::warn!(topic = %self.group.topic, %error, "commit at a rebalance failed");
                 }
@@ -95,16 +95,15 @@ impl ConsumerContext for Context {
     }
 }
 
-/// The offsets `positions` of `group`'s topic as a partition list, each with the
-/// metadata the group commits with it (key order's retry notes).
-pub(crate) fn offsets(group: &Group, positions: &[(i32, i64)]) -> TopicPartitionList {
+/// The commits `commits` of `topic` as a partition list, each offset with its metadata.
+pub(crate) fn offsets(topic: &str, commits: &[Commit]) -> TopicPartitionList {
     let mut list = TopicPartitionList::new();
-    for &(partition, offset) in positions {
-        let mut element = list.add_partition(&group.topic, partition);
+    for commit in commits {
+        let mut element = list.add_partition(topic, commit.partition);
         // Not reached with a valid offset: setting one cannot fail.
-        let _ = element.set_offset(rdkafka::Offset::Offset(offset));
-        if let Some(metadata) = group.metadata(partition) {
-            element.set_metadata(metadata);
+        let _ = element.set_offset(rdkafka::Offset::Offset(commit.offset));
+        if let Some(metadata) = &commit.metadata {
+            element.set_metadata(metadata.as_str());
         }
     }
     list

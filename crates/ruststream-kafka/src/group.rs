@@ -36,6 +36,14 @@ struct Slot {
     loaded: bool,
 }
 
+/// A partition's position to commit, with the metadata to commit with it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Commit {
+    pub(crate) partition: i32,
+    pub(crate) offset: i64,
+    pub(crate) metadata: Option<String>,
+}
+
 /// A subscription's share of its consumer group.
 #[derive(Debug)]
 pub(crate) struct Group {
@@ -90,27 +98,57 @@ impl Group {
         }
     }
 
-    /// Partitions taken away: their commit positions, for a last commit. What they held
-    /// back goes with them (the next owner reads it again).
-    pub(crate) fn revoke(&self, partitions: impl IntoIterator<Item = i32>) -> Vec<(i32, i64)> {
+    /// Partitions taken away: their commits, for a last one. What they held back goes
+    /// with them (the next owner reads it again).
+    pub(crate) fn revoke(&self, partitions: impl IntoIterator<Item = i32>) -> Vec<Commit> {
         let mut held = self.held();
         partitions
             .into_iter()
             .filter_map(|p| {
-                held.partitions
-                    .remove(&p)
-                    .and_then(|slot| Some((p, slot.offsets.position()?)))
+                let slot = held.partitions.remove(&p)?;
+                self.commit(p, &slot)
             })
             .collect()
     }
 
-    /// The commit position of every partition held (a last commit at a stop).
-    pub(crate) fn positions(&self) -> Vec<(i32, i64)> {
+    /// The commit of every partition held (a last one at a stop).
+    pub(crate) fn positions(&self) -> Vec<Commit> {
         self.held()
             .partitions
             .iter()
-            .filter_map(|(p, slot)| Some((*p, slot.offsets.position()?)))
+            .filter_map(|(p, slot)| self.commit(*p, slot))
             .collect()
+    }
+
+    /// The commits of `positions`, each with the metadata of its partition now.
+    pub(crate) fn commits(&self, positions: &[(i32, i64)]) -> Vec<Commit> {
+        let held = self.held();
+        positions
+            .iter()
+            .map(|&(partition, offset)| Commit {
+                partition,
+                offset,
+                metadata: held
+                    .partitions
+                    .get(&partition)
+                    .and_then(|slot| self.metadata(slot)),
+            })
+            .collect()
+    }
+
+    /// `slot`'s commit: its position, if it has one, with its metadata.
+    fn commit(&self, partition: i32, slot: &Slot) -> Option<Commit> {
+        Some(Commit {
+            partition,
+            offset: slot.offsets.position()?,
+            metadata: self.metadata(slot),
+        })
+    }
+
+    /// The metadata to commit with `slot`'s position: under key order, the notes of its
+    /// retries (where it has any); else none.
+    fn metadata(&self, slot: &Slot) -> Option<String> {
+        (self.ordered() && !slot.notes.is_empty()).then(|| crate::order::encode(&slot.notes))
     }
 
     /// How many deliveries of every partition held are being handled (in hand, not
@@ -155,15 +193,6 @@ impl Group {
         })
     }
 
-    /// The metadata to commit with `partition`'s position: under key order, the notes of
-    /// its retries (where it has any); else none.
-    pub(crate) fn metadata(&self, partition: i32) -> Option<String> {
-        self.order?;
-        let held = self.held();
-        let slot = held.partitions.get(&partition)?;
-        (!slot.notes.is_empty()).then(|| crate::order::encode(&slot.notes))
-    }
-
     /// Gives the delivery at `at` back, with `key` (under key order, the records held
     /// behind it too): the offset to seek its partition to.
     pub(crate) fn abandon(&self, at: Position, key: Option<&[u8]>) -> Option<i64> {
@@ -198,7 +227,8 @@ mod tests {
         group.assign([0, 1]);
         let first = group.read(0, 5).expect("new");
         let other = group.read(1, 0).expect("new");
-        assert_eq!(group.revoke([0]), [(0, 5)]);
+        let revoked = group.revoke([0]);
+        assert_eq!((revoked[0].partition, revoked[0].offset), (0, 5));
         group.assign([0]);
         assert_eq!(
             group.settle(first),

@@ -116,7 +116,7 @@ impl Reader {
         crate::close::close(&topic, move || {
             let positions = group.positions();
             if !positions.is_empty() {
-                let _ = consumer.commit(&offsets(&group, &positions), CommitMode::Sync);
+                let _ = consumer.commit(&offsets(&group.topic, &positions), CommitMode::Sync);
             }
             drop(consumer);
         })

@@ -169,11 +169,9 @@ mod tests {
         assert_eq!(group.settle_later(at, note), Ok(Some(0)), "commit the note");
         assert_eq!(group.handling(), 1, "2 only: 0 and 1 are held back");
         assert_eq!(group.settle(Position { offset: 2, ..at }), Ok(None));
-        assert_eq!(group.positions(), [(0, 0)]);
-        assert_eq!(
-            group.metadata(0).as_deref(),
-            Some("ruststream-retries:0:2:0")
-        );
+        let last = group.positions().remove(0);
+        assert_eq!((last.partition, last.offset), (0, 0));
+        assert_eq!(last.metadata.as_deref(), Some("ruststream-retries:0:2:0"));
         let (again, flow) = group.admit(record(&group, 3, "a"));
         assert_eq!((offset(again), flow), (None, Some((0, Flow::Pause))));
         group.ready(Record {
@@ -188,7 +186,7 @@ mod tests {
         assert_eq!(offset(group.next_ready().0), None, "1 waits for 0");
         group.release(at, Some(b"a"));
         assert_eq!(group.settle(at), Ok(Some(1)));
-        assert_eq!(group.metadata(0), None, "the note is gone");
+        assert_eq!(group.positions()[0].metadata, None, "the note is gone");
         let (next, flow) = group.next_ready();
         assert_eq!((offset(next), flow), (Some(1), Some((0, Flow::Resume))));
     }
@@ -218,7 +216,7 @@ mod tests {
         // end is committed.
         assert_eq!(group.settle(other.at), Ok(Some(3)));
         assert_eq!(
-            group.metadata(0).as_deref(),
+            group.commits(&[(0, 3)])[0].metadata.as_deref(),
             Some(&*crate::order::encode(&BTreeMap::from([(3, later)])))
         );
         group.assign([0]);
@@ -261,7 +259,12 @@ mod tests {
             due_ms: 0,
         };
         group.settle_later(held_at, note).expect("held");
-        assert_eq!(group.revoke([0]), [(0, 4)]);
+        let revoked = group.revoke([0]).remove(0);
+        assert_eq!(
+            (revoked.offset, revoked.metadata.is_some()),
+            (4, true),
+            "its note goes with it"
+        );
         group.ready(record_at(held_at));
         assert!(group.next_ready().0.is_none(), "its partition went away");
         assert!(group.settle_later(held_at, note).is_err());
