@@ -12,6 +12,8 @@ use crate::order::{Keys, Note};
 pub(crate) use crate::record::Position;
 use crate::record::Record;
 
+#[cfg(test)]
+mod model;
 mod ordered;
 
 #[derive(Debug, Default)]
