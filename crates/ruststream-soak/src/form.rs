@@ -52,6 +52,10 @@ pub(crate) enum Form {
     /// The default mount with the URL's `session_timeout=6s`: a killed consumer's
     /// partitions go to the others after 6 s instead of librdkafka's 45.
     KafkaSession6s,
+    /// The default mount with `KeyOrder`, messages published with 16 keys: a retry is
+    /// the record itself, kept in hand (no commit passes it) while its key's later
+    /// records wait.
+    KafkaKeyOrder,
     /// MQTT 5 on Mosquitto, the adapter's default mount: a QoS 1 subscription shared in
     /// the group `ruststream`, on a persistent session of each consumer's own.
     Mqtt,
@@ -114,7 +118,7 @@ impl Server {
 pub(crate) const CLAIMING_MIN_IDLE: Duration = Duration::from_secs(2);
 
 impl Form {
-    pub(crate) const ALL: [Form; 17] = [
+    pub(crate) const ALL: [Form; 18] = [
         Form::Memory,
         Form::RedisStream,
         Form::RedisZset,
@@ -131,6 +135,7 @@ impl Form {
         Form::Kafka,
         Form::KafkaWorkers,
         Form::KafkaSession6s,
+        Form::KafkaKeyOrder,
         Form::Mqtt,
     ];
 
@@ -152,6 +157,7 @@ impl Form {
             Form::Kafka => "kafka",
             Form::KafkaWorkers => "kafka-workers",
             Form::KafkaSession6s => "kafka-session-6s",
+            Form::KafkaKeyOrder => "kafka-key-order",
             Form::Mqtt => "mqtt",
         }
     }
@@ -195,6 +201,9 @@ impl Form {
             Form::KafkaSession6s => {
                 "Kafka topic of 3 partitions made by the operator, `?session_timeout=6s` (default mount otherwise)"
             }
+            Form::KafkaKeyOrder => {
+                "Kafka topic of 3 partitions made by the operator, `KeyOrder`, 16 keys (retries in place)"
+            }
             Form::Mqtt => {
                 "MQTT 5 on Mosquitto (default mount: shared subscription, a persistent session per consumer)"
             }
@@ -212,7 +221,9 @@ impl Form {
             Form::LapinQuorum | Form::LapinDeclared | Form::LapinClassic => Server::Lapin,
             Form::Nats => Server::Nats,
             Form::Postgres => Server::Postgres,
-            Form::Kafka | Form::KafkaWorkers | Form::KafkaSession6s => Server::Kafka,
+            Form::Kafka | Form::KafkaWorkers | Form::KafkaSession6s | Form::KafkaKeyOrder => {
+                Server::Kafka
+            }
             Form::Mqtt => Server::Mqtt,
         }
     }
@@ -262,6 +273,16 @@ impl Form {
             Form::LapinClassic => mount,
             Form::Nats | Form::Postgres | Form::Kafka | Form::KafkaSession6s | Form::Mqtt => mount,
             Form::KafkaWorkers => mount.workers(8),
+            Form::KafkaKeyOrder => mount.option(ruststream::kafka::KeyOrder),
+        }
+    }
+
+    /// How many keys the producer spreads its messages over (the header `kafka-key`,
+    /// `k0`…), where the form keeps key order; `None`: no key.
+    pub(crate) fn keys(self) -> Option<u64> {
+        match self {
+            Form::KafkaKeyOrder => Some(16),
+            _ => None,
         }
     }
 

@@ -56,13 +56,14 @@ pub(crate) async fn publisher(
 const WINDOW: usize = 64;
 
 /// Publishes `n` numbered messages at `rate` per second, up to [`WINDOW`] at a time (a
-/// broker that confirms each publish, as AMQP does, would otherwise set the pace); notes
-/// each one the broker took in `log`, if there is one.
+/// broker that confirms each publish, as AMQP does, would otherwise set the pace), with
+/// one of `keys` keys each where given; notes each one the broker took in `log`, if
+/// there is one.
 pub(crate) async fn produce(
     publish: Arc<dyn Publish>,
     address: &str,
-    n: u64,
-    rate: u64,
+    (n, rate): (u64, u64),
+    keys: Option<u64>,
     log: Option<Arc<EventLog>>,
 ) -> Produced {
     let window = Arc::new(Semaphore::new(WINDOW));
@@ -79,7 +80,7 @@ pub(crate) async fn produce(
         let (publish, address) = (publish.clone(), Address::from(address.to_owned()));
         let log = log.clone();
         tasks.spawn(async move {
-            let failures = publish_one(publish.as_ref(), address, id).await;
+            let failures = publish_one(publish.as_ref(), address, id, keys).await;
             if let Some(log) = log {
                 // Without it the run is counted all the same, less the broker's losses.
                 let _ = log.note(Kind::Accepted, id, 1);
@@ -97,14 +98,16 @@ pub(crate) async fn produce(
     produced
 }
 
-/// Publishes one message until the broker takes it; returns the failed attempts.
-async fn publish_one(publish: &dyn Publish, address: Address, id: u64) -> u64 {
+/// Publishes one message (with the key `k<id % keys>`, where given) until the broker
+/// takes it; returns the failed attempts.
+async fn publish_one(publish: &dyn Publish, address: Address, id: u64, keys: Option<u64>) -> u64 {
     let payload = serde_json::to_vec(&Numbered { id }).unwrap_or_default();
+    let mut message = Message::new(payload);
+    if let Some(keys) = keys {
+        message = message.with_header(ruststream::kafka::KEY, format!("k{}", id % keys.max(1)));
+    }
     let mut failures = 0;
-    while let Err(error) = publish
-        .publish(address.clone(), Message::new(payload.clone()))
-        .await
-    {
+    while let Err(error) = publish.publish(address.clone(), message.clone()).await {
         failures += 1;
         if failures % 50 == 1 {
             eprintln!("soak: publish {id}: {error}; trying again");
@@ -126,7 +129,7 @@ pub(crate) async fn run(
 ) -> Result<(), Box<dyn std::error::Error>> {
     let log = Arc::new(EventLog::create(log)?);
     let (broker, publish) = publisher(url, form, address).await?;
-    let produced = produce(publish, address, n, rate, Some(log)).await;
+    let produced = produce(publish, address, (n, rate), form.keys(), Some(log)).await;
     broker.close().await;
     println!(
         "published {} failures {}",
