@@ -49,6 +49,22 @@ impl Read {
 }
 
 impl Record {
+    /// An empty record at `at` with `key`, as read (tests).
+    #[cfg(test)]
+    pub(crate) fn keyed(at: Position, key: Option<&str>) -> Self {
+        let mut headers = Headers::new();
+        if let Some(key) = key {
+            headers.insert(crate::KEY, key.to_owned());
+        }
+        Self {
+            at,
+            payload: Bytes::new(),
+            headers,
+            defect: None,
+            attempt: 1,
+        }
+    }
+
     /// The record's key (its [`KEY`](crate::KEY) header), if it has one.
     pub(crate) fn key(&self) -> Option<&[u8]> {
         headers::key(&self.headers)

@@ -6,8 +6,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use ruststream_core::Headers;
-
 use super::Group;
 use crate::order::Note;
 use crate::record::Record;
@@ -42,17 +40,7 @@ struct Run {
 
 impl Run {
     fn record(&self, at: super::Position) -> Record {
-        let mut headers = Headers::new();
-        if let Some(key) = self.keys[usize::try_from(at.offset).expect("offset")] {
-            headers.insert(crate::KEY, key);
-        }
-        Record {
-            at,
-            payload: Default::default(),
-            headers,
-            defect: None,
-            attempt: 1,
-        }
+        Record::keyed(at, self.keys[usize::try_from(at.offset).expect("offset")])
     }
 
     /// A record read (new, or again after a seek) goes through the gate.

@@ -127,23 +127,12 @@ mod tests {
     use std::collections::BTreeMap;
     use std::time::Duration;
 
-    use ruststream_core::Headers;
-
     use super::{Group, Position};
     use crate::order::{Flow, Note};
     use crate::record::Record;
 
     fn record(group: &Group, offset: i64, key: &str) -> Record {
-        let at = group.read(0, offset).expect("new");
-        let mut headers = Headers::new();
-        headers.insert(crate::KEY, key.to_owned());
-        Record {
-            at,
-            payload: Default::default(),
-            headers,
-            defect: None,
-            attempt: 1,
-        }
+        Record::keyed(group.read(0, offset).expect("new"), Some(key))
     }
 
     fn offset(record: Option<Record>) -> Option<i64> {
@@ -227,15 +216,7 @@ mod tests {
     }
 
     fn record_at(at: Position) -> Record {
-        let mut headers = Headers::new();
-        headers.insert(crate::KEY, "a");
-        Record {
-            at,
-            payload: Default::default(),
-            headers,
-            defect: None,
-            attempt: 1,
-        }
+        Record::keyed(at, Some("a"))
     }
 
     #[test]

@@ -107,27 +107,16 @@ impl Keys {
 
 #[cfg(test)]
 mod tests {
-    use ruststream_core::Headers;
-
     use super::{Flow, Keys};
     use crate::record::{Position, Record};
 
     fn record(offset: i64, key: Option<&str>) -> Record {
-        let mut headers = Headers::new();
-        if let Some(key) = key {
-            headers.insert(crate::KEY, key.to_owned());
-        }
-        Record {
-            at: Position {
-                partition: 0,
-                offset,
-                epoch: 1,
-            },
-            payload: Default::default(),
-            headers,
-            defect: None,
-            attempt: 1,
-        }
+        let at = Position {
+            partition: 0,
+            offset,
+            epoch: 1,
+        };
+        Record::keyed(at, key)
     }
 
     fn offset(record: Option<Record>) -> Option<i64> {
