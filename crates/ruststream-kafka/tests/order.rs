@@ -13,7 +13,6 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
 use ruststream::{App, Attempt, Mount, Outcome, ack, retry, retry_after};
 use ruststream_conformance::child::Child;
-use ruststream_core::Headers;
 use ruststream_kafka::{KEY, KafkaBroker, KeyOrder};
 use tokio::sync::mpsc;
 
@@ -34,9 +33,8 @@ type Seen = (String, u32);
 fn reporting(
     seen: mpsc::UnboundedSender<Seen>,
     answer: fn(&str, u32) -> Outcome,
-) -> impl Fn(Attempt, Headers, String) -> std::future::Ready<Outcome> + Clone + Send + Sync + 'static
-{
-    move |Attempt(attempt), _: Headers, body: String| {
+) -> impl Fn(Attempt, String) -> std::future::Ready<Outcome> + Clone + Send + Sync + 'static {
+    move |Attempt(attempt), body: String| {
         let _ = seen.send((body.clone(), attempt));
         std::future::ready(answer(&body, attempt))
     }
