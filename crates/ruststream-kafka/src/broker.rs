@@ -236,7 +236,7 @@ impl KafkaBroker {
             .unwrap_or_else(PoisonError::into_inner)
             .push(handle);
         Ok(Subscription {
-            deliveries: Box::pin(deliveries.stream()),
+            deliveries: deliveries.stream(),
             capabilities,
             attached,
         })

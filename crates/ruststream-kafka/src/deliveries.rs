@@ -1,6 +1,7 @@
 //! The stream of deliveries a subscription hands the runtime: the records its reader
 //! read, and under key order those held back or retried, when their turn comes.
 
+use std::pin::Pin;
 use std::sync::{Arc, Weak};
 
 use futures_core::Stream;
@@ -31,16 +32,21 @@ type Out = Result<Delivery, ruststream_core::ConsumeError>;
 
 impl Deliveries {
     /// The stream: ends when the reader does.
-    pub(crate) fn stream(self) -> impl Stream<Item = Out> + Send + 'static {
-        stream::unfold((self, false), |(mut this, ready_first)| async move {
-            let out = if this.group.ordered() {
-                this.ordered(ready_first).await?
-            } else {
-                let item = this.received.recv().await?;
-                item.map(|record| record.delivery(&this.address, &this.acker, false))
-            };
-            Some((out, (this, !ready_first)))
-        })
+    pub(crate) fn stream(self) -> Pin<Box<dyn Stream<Item = Out> + Send>> {
+        if self.group.ordered() {
+            return Box::pin(stream::unfold(
+                (self, false),
+                |(mut this, ready_first)| async move {
+                    let out = this.ordered(ready_first).await?;
+                    Some((out, (this, !ready_first)))
+                },
+            ));
+        }
+        Box::pin(stream::unfold(self, |mut this| async move {
+            let item = this.received.recv().await?;
+            let out = item.map(|record| record.delivery(&this.address, &this.acker, false));
+            Some((out, this))
+        }))
     }
 
     /// The next delivery under key order: a record ready (held back, or a retry due) or

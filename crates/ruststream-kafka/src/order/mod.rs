@@ -14,17 +14,21 @@ mod wait;
 pub(crate) use note::{Note, decode, encode};
 pub(crate) use wait::Waits;
 
+use std::collections::hash_map::RandomState;
 use std::collections::{HashMap, VecDeque};
-
-use bytes::Bytes;
+use std::hash::BuildHasher;
 
 use crate::record::Record;
 
 /// One partition's keys in hand, and the records held here.
 #[derive(Debug, Default)]
 pub(crate) struct Keys {
-    /// Each key with a record in hand, and the records of it read since, in order.
-    busy: HashMap<Bytes, VecDeque<Record>>,
+    /// Each key with a record in hand (by its hash: no copy of the key per record; two
+    /// keys whose 64-bit hashes meet share one order, which only costs concurrency),
+    /// and the records of it read since, in order.
+    busy: HashMap<u64, VecDeque<Record>>,
+    /// Hashes the keys (seeded per partition).
+    hasher: RandomState,
     /// Records held here and not in the runtime: behind their key, waiting for their
     /// retry, or ready to be handed out.
     parked: usize,
@@ -43,26 +47,26 @@ impl Keys {
     /// `record`, just read: handed back to be handed out if its key is free (or it has
     /// none), else held behind the record of its key in hand.
     pub(crate) fn admit(&mut self, record: Record) -> Option<Record> {
-        let Some(key) = record.key() else {
+        let Some(key) = record.key().map(|key| self.hasher.hash_one(key)) else {
             return Some(record);
         };
-        if let Some(behind) = self.busy.get_mut(key) {
+        if let Some(behind) = self.busy.get_mut(&key) {
             behind.push_back(record);
             self.parked += 1;
             return None;
         }
-        self.busy
-            .insert(Bytes::copy_from_slice(key), VecDeque::new());
+        self.busy.insert(key, VecDeque::new());
         Some(record)
     }
 
     /// The record of `key` in hand is settled for good: the next record of its key,
     /// now the one in hand (still held here until it is handed out).
     pub(crate) fn release(&mut self, key: &[u8]) -> Option<Record> {
-        let behind = self.busy.get_mut(key)?;
+        let key = self.hasher.hash_one(key);
+        let behind = self.busy.get_mut(&key)?;
         let next = behind.pop_front();
         if next.is_none() {
-            self.busy.remove(key);
+            self.busy.remove(&key);
         }
         next
     }
@@ -70,7 +74,10 @@ impl Keys {
     /// The record of `key` in hand is given back unsettled: its key is free, and the
     /// offsets of the records held behind it, to be read again after it.
     pub(crate) fn give_back(&mut self, key: &[u8]) -> Vec<i64> {
-        let behind = self.busy.remove(key).unwrap_or_default();
+        let behind = self
+            .busy
+            .remove(&self.hasher.hash_one(key))
+            .unwrap_or_default();
         self.parked = self.parked.saturating_sub(behind.len());
         behind.iter().map(|record| record.at.offset).collect()
     }
