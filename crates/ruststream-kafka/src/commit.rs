@@ -4,11 +4,12 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Weak};
 
-use rdkafka::consumer::{CommitMode, Consumer};
 use ruststream_core::AckError;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::context::{KafkaConsumer, offsets};
+use rdkafka::consumer::Consumer;
+
+use crate::context::{KafkaConsumer, commit_sync};
 
 /// A position to commit and who waits for it.
 pub(crate) struct Ask {
@@ -37,15 +38,11 @@ pub(crate) async fn commit(
         let (consumer, topic) = (consumer.clone(), topic.clone());
         let result = tokio::task::spawn_blocking(move || {
             let consumer = consumer.upgrade().ok_or(AckError::Disconnected)?;
-            consumer
-                .commit(
-                    &offsets(&topic, &consumer.context().group.commits(&positions)),
-                    CommitMode::Sync,
-                )
-                .map_err(|error| {
-                    tracing::warn!(%topic, %error, "commit failed");
-                    AckError::Disconnected
-                })
+            let commits = consumer.context().group.commits(&positions);
+            commit_sync(&*consumer, &topic, &commits).map_err(|error| {
+                tracing::warn!(%topic, %error, "commit failed");
+                AckError::Disconnected
+            })
         })
         .await
         .unwrap_or(Err(AckError::Disconnected));

@@ -108,3 +108,77 @@ pub(crate) fn offsets(topic: &str, commits: &[Commit]) -> TopicPartitionList {
     }
     list
 }
+
+/// Commits `commits` of `topic` and waits for the answer. A broker that refuses the
+/// metadata as too large (its `offset.metadata.max.bytes`: Kafka's default is 4,096,
+/// and key order's notes keep within 4,000, but a cluster may set less) gets the
+/// offsets again without it: the positions must not be lost for want of the notes
+/// (those records then start again at attempt 1 for the next consumer).
+pub(crate) fn commit_sync(
+    consumer: &impl Consumer<Context>,
+    topic: &str,
+    commits: &[Commit],
+) -> KafkaResult<()> {
+    match consumer.commit(&offsets(topic, commits), CommitMode::Sync) {
+        Err(error) if too_large(&error) && commits.iter().any(|c| c.metadata.is_some()) => {
+            tracing::warn!(%topic, %error,
+                "kafka: the cluster refuses the retry notes as too large; committing the offsets without them");
+            consumer.commit(
+                &offsets(topic, &without_metadata(commits)),
+                CommitMode::Sync,
+            )
+        }
+        done => done,
+    }
+}
+
+/// Whether `error` is the broker refusing a commit's metadata as too large.
+fn too_large(error: &KafkaError) -> bool {
+    error.rdkafka_error_code() == Some(rdkafka::types::RDKafkaErrorCode::OffsetMetadataTooLarge)
+}
+
+/// `commits` with no metadata.
+fn without_metadata(commits: &[Commit]) -> Vec<Commit> {
+    commits
+        .iter()
+        .map(|commit| Commit {
+            metadata: None,
+            ..commit.clone()
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use rdkafka::error::KafkaError;
+    use rdkafka::types::RDKafkaErrorCode;
+
+    use super::{offsets, too_large, without_metadata};
+    use crate::group::Commit;
+
+    #[test]
+    fn only_a_metadata_refusal_commits_again_and_then_without_notes() {
+        let refused = KafkaError::ConsumerCommit(RDKafkaErrorCode::OffsetMetadataTooLarge);
+        assert!(too_large(&refused));
+        for other in [
+            KafkaError::ConsumerCommit(RDKafkaErrorCode::RebalanceInProgress),
+            KafkaError::ConsumerCommit(RDKafkaErrorCode::UnknownMemberId),
+        ] {
+            assert!(!too_large(&other), "{other}");
+        }
+        let commits = [Commit {
+            partition: 2,
+            offset: 9,
+            metadata: Some("ruststream-retries:9:2:0".into()),
+        }];
+        let noted = offsets("t", &commits);
+        let element = noted.find_partition("t", 2).expect("listed");
+        assert_eq!(element.metadata(), "ruststream-retries:9:2:0");
+        let bare = offsets("t", &without_metadata(&commits));
+        let element = bare.find_partition("t", 2).expect("listed");
+        assert_eq!(
+            (element.offset(), element.metadata()),
+            (rdkafka::Offset::Offset(9), "")
+        );
+    }
+}

@@ -8,14 +8,14 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use rdkafka::Message as _;
-use rdkafka::consumer::{CommitMode, Consumer};
+use rdkafka::consumer::Consumer;
 use rdkafka::error::KafkaError;
 use rdkafka::message::BorrowedMessage;
 use ruststream_core::{ConsumeError, Drain};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Sleep;
 
-use crate::context::{KafkaConsumer, offsets};
+use crate::context::{KafkaConsumer, commit_sync};
 use crate::group::Group;
 use crate::headers::from_kafka;
 use crate::record::Record;
@@ -116,7 +116,7 @@ impl Reader {
         crate::close::close(&topic, move || {
             let positions = group.positions();
             if !positions.is_empty() {
-                let _ = consumer.commit(&offsets(&group.topic, &positions), CommitMode::Sync);
+                let _ = commit_sync(&*consumer, &group.topic, &positions);
             }
             drop(consumer);
         })
