@@ -1,19 +1,22 @@
-//! Retries in place waiting for their delay: one timer per subscription, which hands
-//! each record back (to its group) when it is due.
+//! Retries in place waiting for their delay: one timer per subscription (tokio-util's
+//! `DelayQueue`), which hands each record back (to its group) when it is due.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::time::Duration;
 
+use futures_util::StreamExt;
 use tokio::sync::mpsc;
-use tokio::time::Instant;
+use tokio_util::time::DelayQueue;
 
 use crate::record::Record;
+
+/// The longest wait the timer takes (a year); `DelayQueue` takes no more than about
+/// two, and a longer `retry_after` is as good as for ever.
+const LONGEST: Duration = Duration::from_secs(365 * 86_400);
 
 /// Where a subscription's retries in place wait; the timer ends when this is dropped.
 #[derive(Clone, Debug)]
 pub(crate) struct Waits {
-    asks: mpsc::UnboundedSender<(Instant, Record)>,
+    asks: mpsc::UnboundedSender<(Duration, Record)>,
 }
 
 impl Waits {
@@ -24,63 +27,56 @@ impl Waits {
         Self { asks }
     }
 
-    /// Hands `record` back to its group after `delay`.
+    /// Hands `record` back after `delay`.
     pub(crate) fn after(&self, delay: Duration, record: Record) {
-        let due = Instant::now().checked_add(delay).unwrap_or_else(far);
         // The timer ends only once every sender is gone.
-        let _ = self.asks.send((due, record));
+        let _ = self.asks.send((delay.min(LONGEST), record));
     }
 }
 
-/// A time no delay reaches (a year from now).
-fn far() -> Instant {
-    Instant::now() + Duration::from_secs(365 * 86_400)
-}
-
-/// One record waiting, ordered by when it is due, then by when it was asked.
-struct Due(Instant, u64, Record);
-
-impl PartialEq for Due {
-    fn eq(&self, other: &Self) -> bool {
-        (self.0, self.1) == (other.0, other.1)
-    }
-}
-
-impl Eq for Due {}
-
-impl PartialOrd for Due {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Due {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        (self.0, self.1).cmp(&(other.0, other.1))
-    }
-}
-
-async fn timer(due: impl Fn(Record), mut asked: mpsc::UnboundedReceiver<(Instant, Record)>) {
-    let mut waiting = BinaryHeap::new();
-    let mut asks = 0u64;
+async fn timer(due: impl Fn(Record), mut asked: mpsc::UnboundedReceiver<(Duration, Record)>) {
+    let mut waiting = DelayQueue::new();
     loop {
-        let next = waiting.peek().map(|Reverse(Due(at, ..))| *at);
         tokio::select! {
             ask = asked.recv() => match ask {
-                Some((at, record)) => {
-                    asks += 1;
-                    waiting.push(Reverse(Due(at, asks, record)));
+                Some((delay, record)) => {
+                    waiting.insert(record, delay);
                 }
                 None => return,
             },
-            () = tokio::time::sleep_until(next.unwrap_or_else(far)), if next.is_some() => {
-                let now = Instant::now();
-                while waiting.peek().is_some_and(|Reverse(Due(at, ..))| *at <= now) {
-                    if let Some(Reverse(Due(_, _, record))) = waiting.pop() {
-                        due(record);
-                    }
-                }
-            }
+            Some(expired) = waiting.next(), if !waiting.is_empty() => due(expired.into_inner()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use super::Waits;
+    use crate::record::{Position, Record};
+
+    fn record(offset: i64) -> Record {
+        let at = Position {
+            partition: 0,
+            offset,
+            epoch: 1,
+        };
+        Record::keyed(at, None)
+    }
+
+    #[tokio::test]
+    async fn records_come_back_when_due_and_a_huge_delay_does_not_panic() {
+        let back = Arc::new(Mutex::new(Vec::new()));
+        let seen = back.clone();
+        let waits = Waits::start(move |record| seen.lock().expect("lock").push(record.at.offset));
+        waits.after(Duration::from_millis(900), record(1));
+        waits.after(Duration::from_millis(100), record(2));
+        waits.after(Duration::MAX, record(3));
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(*back.lock().expect("lock"), [2]);
+        tokio::time::sleep(Duration::from_millis(900)).await;
+        assert_eq!(*back.lock().expect("lock"), [2, 1], "3 waits a year");
     }
 }
