@@ -62,7 +62,8 @@ const WINDOW: usize = 64;
 pub(crate) async fn produce(
     publish: Arc<dyn Publish>,
     address: &str,
-    (n, rate): (u64, u64),
+    n: u64,
+    rate: u64,
     keys: Option<u64>,
     log: Option<Arc<EventLog>>,
 ) -> Produced {
@@ -129,7 +130,7 @@ pub(crate) async fn run(
 ) -> Result<(), Box<dyn std::error::Error>> {
     let log = Arc::new(EventLog::create(log)?);
     let (broker, publish) = publisher(url, form, address).await?;
-    let produced = produce(publish, address, (n, rate), form.keys(), Some(log)).await;
+    let produced = produce(publish, address, n, rate, form.keys(), Some(log)).await;
     broker.close().await;
     println!(
         "published {} failures {}",

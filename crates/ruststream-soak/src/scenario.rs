@@ -151,14 +151,8 @@ async fn memory(plan: &Plan, address: &str, dir: &Path) -> Result<Report, BoxErr
     );
     let running = app.start().await?;
     let publisher = ruststream::core::Broker::publisher(&broker);
-    let produced = crate::produce::produce(
-        publisher,
-        address,
-        (plan.n, plan.rate),
-        plan.form.keys(),
-        None,
-    )
-    .await;
+    let keys = plan.form.keys();
+    let produced = crate::produce::produce(publisher, address, plan.n, plan.rate, keys, None).await;
     let deadline = Instant::now() + plan.drain;
     while Instant::now() < deadline {
         let logs = Logs::read(dir)?;
