@@ -144,6 +144,12 @@ impl Window {
     }
 }
 
+/// Whether a bench runs `variant`: every variant, unless `BENCH_ONLY` names some
+/// (`BENCH_ONLY=framework,raw-plain`, for a profile or a pair side by side).
+pub fn chosen(variant: &str) -> bool {
+    std::env::var("BENCH_ONLY").map_or(true, |only| only.split(',').any(|o| o == variant))
+}
+
 /// The median of `values` (the upper one of an even count; NaN of none).
 pub fn median(values: impl IntoIterator<Item = f64>) -> f64 {
     let mut sorted: Vec<f64> = values.into_iter().collect();

@@ -38,7 +38,8 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{ClientConfig, Message as _};
 use ruststream::{App, Mount, Outcome, Settled, ack};
 use ruststream_conformance::cpu::{
-    Countdown, FirstRecord, Order, Run, Window, listener, markdown_table, order_json, port_of,
+    Countdown, FirstRecord, Order, Run, Window, chosen, listener, markdown_table, order_json,
+    port_of,
 };
 use ruststream_kafka::KafkaBroker;
 
@@ -207,17 +208,12 @@ async fn main() {
         "framework-workers",
         "framework-key-order",
     ];
-    // BENCH_ONLY=framework,raw-batched: some variants only (for a profile).
-    let only = std::env::var("BENCH_ONLY").ok();
     let mut runs: Vec<Vec<Run>> = vec![Vec::new(); variants.len()];
     let stamp = std::process::id();
     for round in 0..rounds {
         for k in 0..variants.len() {
             let v = (k + round) % variants.len();
-            if only
-                .as_ref()
-                .is_some_and(|only| !only.split(',').any(|o| o == variants[v]))
-            {
+            if !chosen(variants[v]) {
                 continue;
             }
             let topic = format!("rsbench-{stamp}-{round}-{}", variants[v]);

@@ -31,7 +31,7 @@ use rumqttc::v5::mqttbytes::QoS;
 use rumqttc::v5::{AsyncClient, Event, Incoming, MqttOptions};
 use ruststream::{App, Mount, Outcome, Settled, ack};
 use ruststream_conformance::cpu::{
-    Countdown, FirstRecord, Order, Run, Window, markdown_table, order_json,
+    Countdown, FirstRecord, Order, Run, Window, chosen, markdown_table, order_json,
 };
 use ruststream_conformance::mosquitto::Mosquitto;
 use ruststream_mqtt::{Group, MqttBroker};
@@ -213,15 +213,11 @@ async fn main() {
     let server = BROKER.get_or_init(|| Some(mosquitto.pid()));
     println!("mosquitto on port {port}: pid {server:?}");
     let variants = ["raw", "framework", "framework-workers"];
-    let only = std::env::var("BENCH_ONLY").ok();
     let mut runs: Vec<Vec<Run>> = vec![Vec::new(); variants.len()];
     for round in 0..rounds {
         for k in 0..variants.len() {
             let v = (k + round) % variants.len();
-            if only
-                .as_ref()
-                .is_some_and(|only| !only.split(',').any(|o| o == variants[v]))
-            {
+            if !chosen(variants[v]) {
                 continue;
             }
             let topic = format!("rsbench/{round}/{}", variants[v]);

@@ -19,7 +19,8 @@
 //! cargo run --release -p ruststream-nats --example bench -- [URL] [MESSAGES] [ROUNDS]
 //! ```
 //!
-//! Defaults: `nats://127.0.0.1:4222`, 20000 messages, 3 rounds. Each variant gets a
+//! Defaults: `nats://127.0.0.1:4222`, 20000 messages, 3 rounds; `BENCH_ONLY=a,b` runs
+//! those variants only. Each variant gets a
 //! fresh stream filled beforehand (not timed), deleted after; the order of the
 //! variants rotates from round to round. Timing: from the first message pulled
 //! (`framework`: from `on_start`) to the last acknowledgement settled. Every run prints
@@ -37,7 +38,7 @@ use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use ruststream::{App, Mount, Outcome, Settled, ack};
 use ruststream_conformance::cpu::{
-    Countdown, Order, Run, Window, listener, markdown_table, order_json, port_of,
+    Countdown, Order, Run, Window, chosen, listener, markdown_table, order_json, port_of,
 };
 use ruststream_nats::{JetStream, NatsBroker};
 
@@ -196,6 +197,9 @@ async fn main() {
     for round in 0..rounds {
         for k in 0..variants.len() {
             let v = (k + round) % variants.len();
+            if !chosen(variants[v]) {
+                continue;
+            }
             let name = format!("rsbench_{}", variants[v].replace('-', "_"));
             let subject = format!("rsbench.{}", variants[v]);
             fill(&js, &name, &subject, n).await;
