@@ -10,11 +10,12 @@
 //! subscription stop pulling and still take in what its outstanding requests bring
 //! (a drain, a stop): it knows when the last of them is over.
 
+use std::pin::Pin;
 use std::time::Duration;
 
 use async_nats::{Client, HeaderMap, Message, StatusCode, Subject, Subscriber};
 use futures_util::StreamExt;
-use tokio::time::Instant;
+use tokio::time::{Instant, Sleep};
 
 /// A stored message's acknowledgement subject begins so.
 pub(crate) const ACK_PREFIX: &str = "$JS.ACK.";
@@ -52,6 +53,9 @@ pub(crate) struct Puller {
     pause_until: Option<Instant>,
     /// When the server last sent anything on the inbox (or a request went out).
     heard: Instant,
+    /// The timer of [`wake_at`](Self::wake_at), armed again only when that moves
+    /// earlier or it went off, not for every message.
+    timer: Pin<Box<Sleep>>,
 }
 
 /// What the server sent that is not a stored message, as far as the subscription cares.
@@ -118,6 +122,7 @@ impl Puller {
             unsure_until: None,
             pause_until: None,
             heard: Instant::now(),
+            timer: Box::pin(tokio::time::sleep(heartbeat * 2)),
         })
     }
 
@@ -145,9 +150,12 @@ impl Puller {
                 return done;
             }
             let wait = self.wake_at();
+            if self.timer.deadline() > wait || self.timer.is_elapsed() {
+                self.timer.as_mut().reset(wait);
+            }
             let message = tokio::select! {
                 message = self.subscriber.next() => message,
-                () = tokio::time::sleep_until(wait) => {
+                () = self.timer.as_mut() => {
                     if let Some(done) = self.done() {
                         return done;
                     }
@@ -309,15 +317,16 @@ impl Puller {
 /// front (and a token after).
 pub(crate) fn ack_info(reply: &str) -> Option<(&str, u64, u64)> {
     let rest = reply.strip_prefix(ACK_PREFIX)?;
-    let tokens: Vec<&str> = rest.split('.').collect();
-    let at = match tokens.len() {
+    // Counted and read without collecting: this runs for every message.
+    let at = match rest.split('.').count() {
         7 => 0,
         n if n >= 9 => 2,
         _ => return None,
     };
-    let stream = tokens[at];
-    let delivered = tokens[at + 2].parse().ok()?;
-    let stream_seq = tokens[at + 3].parse().ok()?;
+    let mut tokens = rest.split('.').skip(at);
+    let stream = tokens.next()?;
+    let delivered = tokens.nth(1)?.parse().ok()?;
+    let stream_seq = tokens.next()?.parse().ok()?;
     Some((stream, delivered, stream_seq))
 }
 

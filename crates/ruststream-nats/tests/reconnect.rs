@@ -227,3 +227,52 @@ async fn plain_acknowledgements_lose_nothing_across_a_server_kill() {
     eprintln!("{N} messages, {} handled ({} twice)", handled, handled - N);
     running.stop().await.expect("stops");
 }
+
+/// A network that drops everything (the connection stays open, nothing crosses) is
+/// noticed by the pull requests' idle heartbeats, long before the client's own pings
+/// (two minutes): the subscription reports it, and once the network is back it
+/// receives again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_network_is_reported_by_missed_heartbeats() {
+    use ruststream_conformance::proxy::Proxy;
+
+    let proxy = Proxy::to_url(&support::url()).await;
+    let broker = NatsBroker::connect(&proxy.through(&support::url()))
+        .await
+        .expect("connect through the proxy");
+    let subject = unique("stall");
+    let mut sub = subscribe::<JetStream>(&broker, &subject, None).await;
+    let publisher = support::broker().await.publisher();
+    publisher
+        .publish(subject.as_str().into(), Message::new("before"))
+        .await
+        .expect("publish");
+    next(&mut sub, WAIT)
+        .await
+        .settle(Settlement::Accept)
+        .await
+        .expect("settled");
+
+    proxy.stall();
+    let stalled_at = std::time::Instant::now();
+    let report = tokio::time::timeout(
+        Duration::from_secs(30),
+        futures_util::StreamExt::next(&mut sub.deliveries),
+    )
+    .await
+    .expect("a report within 30 s");
+    match report {
+        Some(Err(report)) => assert!(report.0.contains("missed idle heartbeats"), "{report}"),
+        other => panic!("expected a report of missed heartbeats, got {other:?}"),
+    }
+    eprintln!("reported after {:?}", stalled_at.elapsed());
+
+    proxy.resume();
+    publisher
+        .publish(subject.as_str().into(), Message::new("after"))
+        .await
+        .expect("publish");
+    let after = next(&mut sub, Duration::from_secs(30)).await;
+    assert_eq!(after.payload().as_ref(), b"after");
+    after.settle(Settlement::Accept).await.expect("settled");
+}
