@@ -125,7 +125,12 @@ pub struct Window {
 
 impl Window {
     /// Starts the window, with the `broker`'s CPU time where it is known (see [`listener`]).
+    ///
+    /// With `BENCH_PERF_CTL` naming the control FIFO of a `perf record --delay=-1
+    /// --control=fifo:…`, the profile is enabled here and disabled at [`end`](Self::end),
+    /// so that it holds the measured windows only (not the fills between them).
     pub fn start(broker: Option<u32>) -> Self {
+        perf_control("enable");
         Self {
             cpu: CpuClock::start(broker),
             start: Instant::now(),
@@ -136,6 +141,7 @@ impl Window {
     pub fn end(&self, n: usize) -> Run {
         let rate = n as f64 / self.start.elapsed().as_secs_f64();
         let spent = self.cpu.stop();
+        perf_control("disable");
         Run {
             rate,
             client_us: spent.client_per(n),
@@ -148,6 +154,21 @@ impl Window {
 /// (`BENCH_ONLY=framework,raw-plain`, for a profile or a pair side by side).
 pub fn chosen(variant: &str) -> bool {
     std::env::var("BENCH_ONLY").map_or(true, |only| only.split(',').any(|o| o == variant))
+}
+
+/// Sends `command` to the perf control FIFO `BENCH_PERF_CTL` names, if it does.
+fn perf_control(command: &str) {
+    use std::io::Write;
+    let Some(fifo) = std::env::var_os("BENCH_PERF_CTL") else {
+        return;
+    };
+    let sent = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&fifo)
+        .and_then(|mut ctl| ctl.write_all(format!("{command}\n").as_bytes()));
+    if let Err(error) = sent {
+        eprintln!("BENCH_PERF_CTL {}: {error}", fifo.to_string_lossy());
+    }
 }
 
 /// The median of `values` (the upper one of an even count; NaN of none).
