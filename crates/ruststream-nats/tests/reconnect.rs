@@ -230,8 +230,10 @@ async fn plain_acknowledgements_lose_nothing_across_a_server_kill() {
 
 /// A network that drops everything (the connection stays open, nothing crosses) is
 /// noticed by the pull requests' idle heartbeats, long before the client's own pings
-/// (two minutes): the subscription reports it, and once the network is back it
-/// receives again.
+/// (async-nats's defaults, which the adapter keeps: a ping every 60 s, the connection
+/// given up at the third unanswered, two to three minutes): the subscription reports it
+/// after the consumer-info check's request timeout (async-nats's 10 s), and once the
+/// network is back it receives again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_network_is_reported_by_missed_heartbeats() {
     use ruststream_conformance::proxy::Proxy;
