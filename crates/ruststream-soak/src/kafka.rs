@@ -191,6 +191,116 @@ pub(crate) async fn groups(url: &str, address: &str) -> Vec<String> {
     .unwrap_or_default()
 }
 
+/// Where the records of `ids` (ids counted lost) sit: every record of the run's topics
+/// whose payload carries one of them, with its topic, partition, offset and headers, and
+/// beside it the offset the group that reads that topic committed there. A record past
+/// the commit was never taken; one below it was committed past; none at all, the broker
+/// does not hold what it acknowledged. Blocking.
+fn trace_now(url: &str, address: &str, ids: &[u64]) -> Result<Vec<String>, BoxError> {
+    use rdkafka::Message as _;
+    use rdkafka::message::Headers as _;
+
+    let all = topics(url, address)?;
+    let (dead, group) = (dead_letter_of(address), group_of(address));
+    let reader_of = |topic: &str| {
+        if topic == address {
+            group.clone()
+        } else if topic == dead {
+            group_of(&dead)
+        } else {
+            mover_of(&group)
+        }
+    };
+    let mut found = Vec::new();
+    let mut seen = vec![false; ids.len()];
+    for (topic, partitions) in &all {
+        let committed: BaseConsumer = config(url)
+            .set("group.id", reader_of(topic))
+            .set("enable.auto.commit", "false")
+            .create()?;
+        let reader: BaseConsumer = config(url)
+            .set("group.id", format!("{group}.trace"))
+            .set("enable.auto.commit", "false")
+            .create()?;
+        for &partition in partitions {
+            let mut one = TopicPartitionList::new();
+            one.add_partition(topic, partition);
+            let commit = committed
+                .committed_offsets(one, TIMEOUT)?
+                .elements()
+                .first()
+                .map(|e| format!("{:?}", e.offset()))
+                .unwrap_or_default();
+            let (low, high) = reader.fetch_watermarks(topic, partition, TIMEOUT)?;
+            let mut from = TopicPartitionList::new();
+            from.add_partition_offset(topic, partition, Offset::Offset(low))?;
+            reader.assign(&from)?;
+            let mut next = low;
+            let deadline = std::time::Instant::now() + Duration::from_secs(60);
+            while next < high && std::time::Instant::now() < deadline {
+                let Some(record) = reader.poll(Duration::from_millis(500)) else {
+                    continue;
+                };
+                let record = record?;
+                next = record.offset() + 1;
+                let Some(id) = record
+                    .payload()
+                    .and_then(|p| serde_json::from_slice::<crate::consume::Numbered>(p).ok())
+                    .map(|n| n.id)
+                else {
+                    continue;
+                };
+                let Some(at) = ids.iter().position(|&i| i == id) else {
+                    continue;
+                };
+                seen[at] = true;
+                let headers: Vec<String> = record
+                    .headers()
+                    .map(|h| {
+                        h.iter()
+                            .map(|h| {
+                                let value = h.value.map(String::from_utf8_lossy);
+                                format!("{}={}", h.key, value.unwrap_or_default())
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                found.push(format!(
+                    "kafka trace: id {id} at {topic}/{partition}@{} (timestamp {:?}, \
+                     headers {headers:?}); {} committed {commit} there, the partition \
+                     holds {low}..{high}",
+                    record.offset(),
+                    record.timestamp(),
+                    reader_of(topic),
+                ));
+            }
+            if next < high {
+                found.push(format!(
+                    "kafka trace: {topic}/{partition} read only to {next} of {high}"
+                ));
+            }
+        }
+    }
+    for (id, seen) in ids.iter().zip(seen) {
+        if !seen {
+            found.push(format!(
+                "kafka trace: id {id} is in none of the run's topics"
+            ));
+        }
+    }
+    Ok(found)
+}
+
+/// [`trace_now`], off the runtime's threads; an error becomes the one line.
+pub(crate) async fn trace(url: &str, address: &str, ids: &[u64]) -> Vec<String> {
+    let (url, address, ids) = (url.to_owned(), address.to_owned(), ids.to_vec());
+    tokio::task::spawn_blocking(move || {
+        trace_now(&url, &address, &ids).unwrap_or_else(|e| vec![format!("kafka trace: {e}")])
+    })
+    .await
+    .unwrap_or_default()
+}
+
 /// Deletes the run's topics (the address, its dead letter, the delay topics) and groups.
 pub(crate) async fn clean(url: &str, address: &str) -> Result<(), BoxError> {
     let (owned_url, owned_address) = (url.to_owned(), address.to_owned());
@@ -220,6 +330,57 @@ pub(crate) async fn clean(url: &str, address: &str) -> Result<(), BoxError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Needs the machine's Kafka-protocol broker: `scripts/kafka.sh start` (nisshi on
+    /// 127.0.0.1:9092) or `RUSTSTREAM_KAFKA_URL`.
+    #[tokio::test]
+    async fn a_trace_finds_each_lost_id_and_the_commit_beside_it() {
+        use rdkafka::producer::{FutureProducer, FutureRecord};
+
+        let url = std::env::var("RUSTSTREAM_KAFKA_URL")
+            .unwrap_or_else(|_| "kafka://127.0.0.1:9092".into());
+        let topic = format!("soak-trace-{}", std::process::id());
+        declare(&url, &topic).await.unwrap_or_else(|e| {
+            panic!(
+                "{e}: start the broker with `scripts/kafka.sh start` or set RUSTSTREAM_KAFKA_URL"
+            )
+        });
+        let producer: FutureProducer = config(&url).create().expect("producer");
+        for id in [7_u64, 8, 9] {
+            let payload = serde_json::to_vec(&crate::consume::Numbered { id }).expect("json");
+            let record = FutureRecord::<(), _>::to(&topic)
+                .partition(1)
+                .payload(&payload);
+            producer
+                .send(record, Duration::from_secs(10))
+                .await
+                .expect("stored");
+        }
+        // The group took 7 and 8 (committed 2); 9 waits past the commit.
+        let committer: BaseConsumer = config(&url)
+            .set("group.id", group_of(&topic))
+            .create()
+            .expect("consumer");
+        let mut done = TopicPartitionList::new();
+        done.add_partition_offset(&topic, 1, Offset::Offset(2))
+            .expect("offset");
+        committer
+            .commit(&done, rdkafka::consumer::CommitMode::Sync)
+            .expect("committed");
+        let lines = trace(&url, &topic, &[8, 9, 10]).await;
+        clean(&url, &topic).await.expect("cleaned");
+        let of = |id: u64| {
+            lines
+                .iter()
+                .find(|l| l.contains(&format!("id {id} ")))
+                .unwrap_or_else(|| panic!("no line for {id}: {lines:?}"))
+        };
+        assert!(of(8).contains(&format!("at {topic}/1@1 ")), "{lines:?}");
+        assert!(of(8).contains("committed Offset(2)"), "{lines:?}");
+        assert!(of(9).contains(&format!("at {topic}/1@2 ")), "{lines:?}");
+        assert!(of(10).contains("in none of the run's topics"), "{lines:?}");
+        assert_eq!(lines.len(), 3, "{lines:?}");
+    }
 
     #[test]
     fn names_follow_the_adapter() {

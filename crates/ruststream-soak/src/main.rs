@@ -167,6 +167,9 @@ async fn dispatch(command: &str, args: &Args) -> Result<ExitCode, BoxError> {
                 );
             }
             if !report.passed() {
+                for note in &report.notes {
+                    println!("  {note}");
+                }
                 return Ok(ExitCode::FAILURE);
             }
         }

@@ -282,6 +282,16 @@ impl<'a> Run<'a> {
             self.plan.form.delays_in_process(),
             &self.crashes,
         );
+        if !out.tally.lost_other_ids.is_empty() {
+            let logs = self.logs()?;
+            let ids = &out.tally.lost_other_ids;
+            out.notes.extend(ids.iter().map(|&id| logs.story(id)));
+            if self.plan.form.server() == Server::Kafka {
+                phase::set("tracing the lost ids on the broker");
+                out.notes
+                    .extend(kafka::trace(&self.direct, self.address, ids).await);
+            }
+        }
         if out.tally.lost_other == 0 && pending == 0 {
             phase::set("cleaning up");
             self.clean().await;

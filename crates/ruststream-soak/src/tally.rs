@@ -112,6 +112,25 @@ impl Logs {
         self
     }
 
+    /// What the logs say of `id`, one line for a run's notes: when the broker
+    /// acknowledged its publish, and the last step a consumer recorded (which, where, when).
+    pub(crate) fn story(&self, id: u64) -> String {
+        let accepted = match self.accepted.get(&id) {
+            Some(at) => format!("published at {at} ms"),
+            None => "no publish noted".to_owned(),
+        };
+        let last = match self.last.get(&id) {
+            Some(Last { event, pid }) => format!(
+                "last recorded {} (attempt {}) at {} ms by process {pid}",
+                event.kind.letter(),
+                event.attempt,
+                event.at_ms
+            ),
+            None => "no handler call recorded".to_owned(),
+        };
+        format!("id {id}: {accepted}; {last}")
+    }
+
     /// Counts the run. `kills` are the processes SIGKILLed (pid, when, ms), `faults` the
     /// times each fault ended, `delays_in_process` whether the form's `retry_after` is a
     /// copy held in the process, `crashes` the broker's SIGKILLs that lose what it had not
