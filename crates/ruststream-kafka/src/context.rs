@@ -65,9 +65,19 @@ impl ConsumerContext for Context {
 
     fn commit_callback(&self, result: KafkaResult<()>, _: &TopicPartitionList) {
         // Every commit's answer comes here too; the committer and the close say their
-        // own failures, so this only tells of the rebalance's asynchronous ones.
-        if let Err(error) = result {
-            tracing::debug!(topic = %self.group.topic, %error, "kafka: a commit failed");
+        // own failures, so this only tells of the rebalance's asynchronous ones. One
+        // refused for its notes is not made again (the partition is going), but no later
+        // commit carries notes.
+        match result {
+            Err(error) if too_large(&error) => {
+                if self.group.refuse_notes() {
+                    tracing::warn!(topic = %self.group.topic, %error, REFUSED);
+                }
+            }
+            Err(error) => {
+                tracing::debug!(topic = %self.group.topic, %error, "kafka: a commit failed");
+            }
+            Ok(()) => {}
         }
     }
 
@@ -109,11 +119,16 @@ pub(crate) fn offsets(topic: &str, commits: &[Commit]) -> TopicPartitionList {
     list
 }
 
+/// What is said once when the cluster refuses the retry notes.
+const REFUSED: &str = "kafka: the cluster refuses the retry notes as too large; \
+    committing the offsets without them from now on";
+
 /// Commits `commits` of `topic` and waits for the answer. A broker that refuses the
 /// metadata as too large (its `offset.metadata.max.bytes`: Kafka's default is 4,096,
 /// and key order's notes keep within 4,000, but a cluster may set less) gets the
 /// offsets again without it: the positions must not be lost for want of the notes
-/// (those records then start again at attempt 1 for the next consumer).
+/// (those records then start again at attempt 1 for the next consumer), and no later
+/// commit of the subscription carries notes ([`Group::refuse_notes`]).
 pub(crate) fn commit_sync(
     consumer: &impl Consumer<Context>,
     topic: &str,
@@ -121,8 +136,9 @@ pub(crate) fn commit_sync(
 ) -> KafkaResult<()> {
     match consumer.commit(&offsets(topic, commits), CommitMode::Sync) {
         Err(error) if too_large(&error) && commits.iter().any(|c| c.metadata.is_some()) => {
-            tracing::warn!(%topic, %error,
-                "kafka: the cluster refuses the retry notes as too large; committing the offsets without them");
+            if consumer.context().group.refuse_notes() {
+                tracing::warn!(%topic, %error, REFUSED);
+            }
             consumer.commit(
                 &offsets(topic, &without_metadata(commits)),
                 CommitMode::Sync,

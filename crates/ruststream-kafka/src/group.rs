@@ -2,6 +2,7 @@
 //! the deliveries in hand, under an epoch that a rebalance renews.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use ruststream_core::Attached;
@@ -57,6 +58,9 @@ pub(crate) struct Group {
     order: Option<usize>,
     /// Key order: a record became ready to hand out.
     pub(crate) woken: Notify,
+    /// Key order: the cluster refused a commit's notes as too large (its
+    /// `offset.metadata.max.bytes`); from then on every commit goes without them.
+    notes_refused: AtomicBool,
 }
 
 impl Group {
@@ -72,6 +76,7 @@ impl Group {
             held: Mutex::new(Held::default()),
             order,
             woken: Notify::new(),
+            notes_refused: AtomicBool::new(false),
         }
     }
 
@@ -148,9 +153,19 @@ impl Group {
     }
 
     /// The metadata to commit with `slot`'s position: under key order, the notes of its
-    /// retries (where it has any); else none.
+    /// retries (where it has any, and the cluster has not refused them); else none.
     fn metadata(&self, slot: &Slot) -> Option<String> {
-        (self.ordered() && !slot.notes.is_empty()).then(|| crate::order::encode(&slot.notes))
+        let refused = self.notes_refused.load(Ordering::Relaxed);
+        (self.ordered() && !refused && !slot.notes.is_empty())
+            .then(|| crate::order::encode(&slot.notes))
+    }
+
+    /// The cluster refused a commit's notes as too large: later commits go without them
+    /// (those records start again at attempt 1 for the partition's next consumer), so
+    /// that no commit, the rebalance's included, fails for them again. Whether this is
+    /// news.
+    pub(crate) fn refuse_notes(&self) -> bool {
+        !self.notes_refused.swap(true, Ordering::Relaxed)
     }
 
     /// How many deliveries of every partition held are being handled (in hand, not

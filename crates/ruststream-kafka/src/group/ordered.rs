@@ -215,6 +215,30 @@ mod tests {
         );
     }
 
+    #[test]
+    fn notes_the_cluster_refused_are_left_out_of_every_later_commit() {
+        let group = Group::new("t".into(), Some(2));
+        group.assign([0]);
+        let first = record(&group, 0, "a");
+        let at = first.at;
+        assert!(group.admit(first).0.is_some());
+        let note = Note {
+            attempt: 2,
+            due_ms: 0,
+        };
+        assert_eq!(group.settle_later(at, note), Ok(Some(0)));
+        assert!(group.positions()[0].metadata.is_some(), "noted");
+        assert!(group.refuse_notes(), "news the first time");
+        assert!(!group.refuse_notes(), "said once");
+        assert_eq!(group.positions()[0].metadata, None, "a stop's commit");
+        assert_eq!(
+            group.commits(&[(0, 0)])[0].metadata,
+            None,
+            "the committer's"
+        );
+        assert_eq!(group.revoke([0])[0].metadata, None, "a rebalance's");
+    }
+
     fn record_at(at: Position) -> Record {
         Record::keyed(at, Some("a"))
     }
