@@ -22,6 +22,10 @@ pub(crate) enum Fault {
     /// The harness's own Kafka-protocol broker (nisshi on PostgreSQL storage) SIGKILLed
     /// and restarted.
     KafkaRestart,
+    /// One of three Kafka-protocol brokers of the harness's own (nisshi, sharing one
+    /// PostgreSQL storage: a cluster whose clients move to another broker) SIGKILLed and
+    /// restarted.
+    KafkaNodeKill,
     /// The harness's own Mosquitto (persistence on, saving every second) SIGKILLed and
     /// restarted.
     MqttRestart,
@@ -32,7 +36,7 @@ pub(crate) enum Fault {
 }
 
 impl Fault {
-    pub(crate) const ALL: [Fault; 10] = [
+    pub(crate) const ALL: [Fault; 11] = [
         Fault::None,
         Fault::Kill,
         Fault::RedisKill,
@@ -40,6 +44,7 @@ impl Fault {
         Fault::NatsRestart,
         Fault::PostgresRestart,
         Fault::KafkaRestart,
+        Fault::KafkaNodeKill,
         Fault::MqttRestart,
         Fault::Reset,
         Fault::BlackHole,
@@ -54,6 +59,7 @@ impl Fault {
             Fault::NatsRestart => "nats-restart",
             Fault::PostgresRestart => "postgres-restart",
             Fault::KafkaRestart => "kafka-restart",
+            Fault::KafkaNodeKill => "kafka-node-kill",
             Fault::MqttRestart => "mqtt-restart",
             Fault::Reset => "reset",
             Fault::BlackHole => "black-hole",
@@ -78,6 +84,9 @@ impl Fault {
             }
             Fault::KafkaRestart => {
                 "the Kafka-protocol broker SIGKILLed and restarted (its own nisshi, PostgreSQL storage)"
+            }
+            Fault::KafkaNodeKill => {
+                "one of three Kafka-protocol brokers sharing one storage SIGKILLed and restarted (its own nisshi cluster, PostgreSQL storage)"
             }
             Fault::MqttRestart => {
                 "the MQTT broker SIGKILLed and restarted (its own Mosquitto, saving every second; its unsaved losses apart)"
@@ -105,6 +114,7 @@ impl Fault {
             | Fault::NatsRestart
             | Fault::PostgresRestart
             | Fault::KafkaRestart
+            | Fault::KafkaNodeKill
             | Fault::MqttRestart => 2,
             Fault::Kill | Fault::Reset => 3,
         }
@@ -122,7 +132,7 @@ impl Fault {
             Fault::RabbitRestart => form.server().is_rabbit(),
             Fault::NatsRestart => form.server() == Server::Nats,
             Fault::PostgresRestart => form.server() == Server::Postgres,
-            Fault::KafkaRestart => form.server() == Server::Kafka,
+            Fault::KafkaRestart | Fault::KafkaNodeKill => form.server() == Server::Kafka,
             Fault::MqttRestart => form.server() == Server::Mqtt,
         };
         if fits {

@@ -14,7 +14,7 @@
 //! amqp-classic, lapin-quorum, lapin-classic (operator-made queues, default options),
 //! amqp-declared, lapin-declared (the mount's declare(Quorum)), nats, postgres, kafka,
 //! kafka-workers, mqtt. Faults: none, kill, redis-kill, rabbit-restart, nats-restart,
-//! postgres-restart, kafka-restart, mqtt-restart, reset, black-hole.
+//! postgres-restart, kafka-restart, kafka-node-kill, mqtt-restart, reset, black-hole.
 
 mod args;
 mod connect;

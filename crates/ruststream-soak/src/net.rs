@@ -43,9 +43,37 @@ pub(crate) fn via(url: &str, port: u16) -> String {
     url.replacen(host_port(url), &format!("127.0.0.1:{port}"), 1)
 }
 
+/// How many TCP connections to 127.0.0.1:`port` are established now, from
+/// `/proc/net/tcp` (0 where it cannot be read).
+pub(crate) fn established(port: u16) -> usize {
+    let local = format!("0100007F:{port:04X}");
+    std::fs::read_to_string("/proc/net/tcp")
+        .unwrap_or_default()
+        .lines()
+        .skip(1)
+        .filter(|line| {
+            let mut fields = line.split_whitespace().skip(1);
+            let (Some(at), _, Some(state)) = (fields.next(), fields.next(), fields.next()) else {
+                return false;
+            };
+            at == local && state == "01"
+        })
+        .count()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn established_connections_are_counted_on_their_port() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bound");
+        let port = listener.local_addr().expect("address").port();
+        assert_eq!(established(port), 0);
+        let _a = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connected");
+        let _b = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connected");
+        assert_eq!(established(port), 2, "the accepted ends, not the clients'");
+    }
 
     #[test]
     fn urls_through_the_proxy() {

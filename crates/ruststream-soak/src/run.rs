@@ -34,6 +34,8 @@ pub(crate) struct Run<'a> {
     consumer_url: String,
     proxy: Option<Proxy>,
     server: Option<OwnServer>,
+    /// The brokers of a cluster of the run's own (`kafka-node-kill`).
+    cluster: Vec<OwnServer>,
     nats: Option<OwnServer>,
     /// What the run leaves on an MQTT broker (`sys.rs`), and the lock of a shared one.
     mqtt: Option<(Left, Option<Held>)>,
@@ -56,6 +58,7 @@ impl<'a> Run<'a> {
         dir: &'a Path,
     ) -> Result<Self, BoxError> {
         let (mut server, mut nats, mut proxy) = (None, None, None);
+        let mut cluster = Vec::new();
         let base = match plan.fault {
             Fault::RedisKill => {
                 let own = OwnServer::start(Kind::Redis, dir.join("redis-data"))?;
@@ -79,6 +82,15 @@ impl<'a> Run<'a> {
                 let url = own.url();
                 server = Some(own);
                 url
+            }
+            // Every client is given all three brokers, as a cluster's clients are.
+            Fault::KafkaNodeKill => {
+                cluster = OwnServer::cluster(dir.join("kafka-cluster"))?;
+                let servers: Vec<String> = cluster
+                    .iter()
+                    .map(|n| format!("127.0.0.1:{}", n.port))
+                    .collect();
+                format!("kafka://{}", servers.join(","))
             }
             // The machine's Mosquitto drops what a session's queue holds beyond 1,000
             // messages (`max_queued_messages`, its default), after the publisher had its
@@ -137,6 +149,7 @@ impl<'a> Run<'a> {
             consumer_url,
             proxy,
             server,
+            cluster,
             nats,
             mqtt,
             consumers: Vec::new(),

@@ -47,9 +47,10 @@ pub(crate) async fn run(mut plan: Plan) -> Result<Report, BoxError> {
         // waits out two sessions after the last kill before it counts anything lost.
         plan.drain += plan.form.kafka_session() * 2;
     }
-    if plan.fault == Fault::KafkaRestart {
-        // nisshi stores its groups, members included, and a restart can leave one a member
-        // no client speaks for any more (a join whose answer the kill took: the client
+    if matches!(plan.fault, Fault::KafkaRestart | Fault::KafkaNodeKill) {
+        // nisshi stores its groups, members included, and a restart (of the broker, or
+        // of the cluster's broker a client's group connection was on) can leave one a
+        // member no client speaks for any more (a join whose answer the kill took: the client
         // joins again as another member). In a rebalance the group waits for such a member
         // until the rebalance timeout (librdkafka's `max.poll.interval.ms`, 5 minutes: the
         // adapter keeps it), and partitions assigned to it wait for its session to expire

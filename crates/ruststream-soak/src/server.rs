@@ -36,6 +36,9 @@ pub(crate) struct OwnServer {
     pub(crate) port: u16,
     /// The port a nisshi tells its clients to connect to (its own, or a proxy's).
     advertised: u16,
+    /// A nisshi on PostgreSQL storage: the port of the one whose database it stores in
+    /// (its own, or a cluster's first broker's). The owner drops it.
+    store: u16,
     dir: PathBuf,
     child: Option<Child>,
 }
@@ -71,11 +74,38 @@ impl OwnServer {
             kind,
             port,
             advertised,
+            store: port,
             dir,
             child: None,
         };
         server.spawn()?;
         Ok(server)
+    }
+
+    /// Three nisshi on one PostgreSQL database (one cluster id, nisshi's default), each
+    /// with its data folder in `dir`: each answers for the whole cluster as its one
+    /// broker, at its own address, so a client whose broker is gone asks another and
+    /// goes on there. The first owns the database.
+    pub(crate) fn cluster(dir: PathBuf) -> std::io::Result<Vec<Self>> {
+        let first = Self::start(Kind::Kafka, dir.join("node-1"))?;
+        let mut nodes = vec![];
+        for n in 2..=3 {
+            let port = free_port()?;
+            let dir = dir.join(format!("node-{n}"));
+            std::fs::create_dir_all(&dir)?;
+            let mut node = Self {
+                kind: Kind::Kafka,
+                port,
+                advertised: port,
+                store: first.port,
+                dir,
+                child: None,
+            };
+            node.spawn()?;
+            nodes.push(node);
+        }
+        nodes.insert(0, first);
+        Ok(nodes)
     }
 
     /// The variable that names the binary, and the binary (from it, else on the path).
@@ -119,7 +149,7 @@ impl OwnServer {
                 let listener = format!("tcp://127.0.0.1:{port}");
                 let advertised = format!("tcp://127.0.0.1:{}", self.advertised);
                 let storage = match self.kind {
-                    Kind::Kafka => storage(&database(self.port)),
+                    Kind::Kafka => storage(&database(self.store)),
                     _ => "memory://nisshi/".to_owned(),
                 };
                 command
@@ -246,7 +276,7 @@ impl Drop for OwnServer {
     fn drop(&mut self) {
         self.kill();
         let _ = std::fs::remove_dir_all(&self.dir);
-        if self.kind == Kind::Kafka {
+        if self.kind == Kind::Kafka && self.store == self.port {
             let drop = format!(
                 "DROP DATABASE IF EXISTS {} WITH (FORCE)",
                 database(self.port)

@@ -32,6 +32,7 @@ impl Run<'_> {
                 | Fault::NatsRestart
                 | Fault::PostgresRestart
                 | Fault::KafkaRestart
+                | Fault::KafkaNodeKill
                 | Fault::MqttRestart => Duration::from_millis(3_000 + self.roll(2_000)),
                 Fault::RabbitRestart => {
                     Duration::from_secs(if self.fault_ends.is_empty() { 2 } else { 20 })
@@ -96,6 +97,18 @@ impl Run<'_> {
                 }
                 tokio::time::sleep(Duration::from_millis(1_000)).await;
                 server.restart()?;
+                self.fault_ends.push(now_ms());
+            }
+            Fault::KafkaNodeKill => {
+                // The broker the clients are on (a random one of the others would cut
+                // nothing): the one with the most connections.
+                let i = (0..self.cluster.len())
+                    .max_by_key(|&i| crate::net::established(self.cluster[i].port))
+                    .ok_or("no cluster")?;
+                let node = &mut self.cluster[i];
+                node.kill();
+                tokio::time::sleep(Duration::from_millis(1_000)).await;
+                node.restart()?;
                 self.fault_ends.push(now_ms());
             }
             Fault::NatsRestart => {
