@@ -55,29 +55,16 @@ impl ConsumerContext for Context {
                 // are answered (or their wait for a coordinator has timed out). A
                 // synchronous one waits here, inside librdkafka's rebalance, and at a
                 // close it could wait for ever (the group waits for this callback).
+                // Its answer reaches no callback (rdkafka 0.39 sets no
+                // `offset_commit_cb` for an application's asynchronous commit): a
+                // failure is silent and the next owner repeats what was settled since
+                // the last commit; a refusal of the notes is learned from the
+                // committer's synchronous commits (`commit_sync`).
                 let list = offsets(&self.group.topic, &positions);
                 if let Err(error) = consumer.commit(&list, CommitMode::Async) {
                     tracing::warn!(topic = %self.group.topic, %error, "commit at a rebalance failed");
                 }
             }
-        }
-    }
-
-    fn commit_callback(&self, result: KafkaResult<()>, _: &TopicPartitionList) {
-        // Every commit's answer comes here too; the committer and the close say their
-        // own failures, so this only tells of the rebalance's asynchronous ones. One
-        // refused for its notes is not made again (the partition is going), but no later
-        // commit carries notes.
-        match result {
-            Err(error) if too_large(&error) => {
-                if self.group.refuse_notes() {
-                    tracing::warn!(topic = %self.group.topic, %error, REFUSED);
-                }
-            }
-            Err(error) => {
-                tracing::debug!(topic = %self.group.topic, %error, "kafka: a commit failed");
-            }
-            Ok(()) => {}
         }
     }
 
