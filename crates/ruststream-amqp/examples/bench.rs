@@ -28,7 +28,7 @@
 //! from `/proc/<pid>/stat` of the process listening on the URL's port (run as root, or as
 //! the broker's user, to see it).
 //!
-//! Environment: `BENCH_VARIANTS=framework,raw` runs only those; `BENCH_PERF_CTL=FIFO`
+//! Environment: `BENCH_ONLY=framework,raw` runs only those; `BENCH_PERF_CTL=FIFO`
 //! turns `perf record -D -1 --control fifo:FIFO` on only while a drain is timed.
 
 use std::sync::Arc;
@@ -45,7 +45,7 @@ use fe2o3_amqp::{Connection, Receiver, Session};
 use futures_util::{FutureExt, StreamExt};
 use ruststream::{App, Mount, Outcome, Settled, ack};
 use ruststream_amqp::{AmqpBroker, SubscribeOptions};
-use ruststream_conformance::cpu::{Run, Window, listener, markdown_table, port_of};
+use ruststream_conformance::cpu::{Run, Window, chosen, listener, markdown_table, port_of};
 use ruststream_core::{Broker, Message, Settlement, SubscribeSpec};
 use serde::Deserialize;
 
@@ -329,12 +329,8 @@ async fn main() -> Result<(), Error> {
         "{n} messages of 512-byte JSON, credit {CREDIT}, {rounds} rounds; load average {}",
         load_average()
     );
-    // For profiling one variant alone: BENCH_VARIANTS=framework (comma-separated names).
-    let only = std::env::var("BENCH_VARIANTS").ok();
-    let runs = |variant: Variant| {
-        only.as_deref()
-            .is_none_or(|only| only.split(',').any(|v| v == variant.name()))
-    };
+    // For profiling one variant alone: BENCH_ONLY=framework (comma-separated names).
+    let runs = |variant: Variant| chosen(variant.name());
     for queue in &queues {
         let leftover = drain(&broker, queue).await?;
         if leftover > 0 {

@@ -25,7 +25,7 @@
 //! the client's and the broker's CPU µs per message over its timed window; at the end a
 //! markdown table per queue gives the medians: msg/s, its share of the fastest raw
 //! loop's, client and broker µs/msg.
-//! `BENCH_VARIANTS=raw,framework` and `BENCH_QUEUES=quorum` choose what runs;
+//! `BENCH_ONLY=raw,framework` and `BENCH_QUEUES=quorum` choose what runs;
 //! `BENCH_NO_PAUSE=1` closes right after the last ack. The broker's CPU time is read
 //! from `/proc/<pid>/stat` of the process listening on the URL's port (run as root, or
 //! as the broker's user, to see it).
@@ -39,7 +39,7 @@ use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicQosOptions, Queu
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{Connection, ConnectionProperties};
 use ruststream::{App, Mount, Outcome, Settled, ack};
-use ruststream_conformance::cpu::{Run, Window, listener, markdown_table, port_of};
+use ruststream_conformance::cpu::{Run, Window, chosen, listener, markdown_table, port_of};
 use ruststream_core::{Broker, Message, Settlement, SubscribeSpec};
 use ruststream_lapin::{LapinBroker, SubscribeOptions};
 use serde::Deserialize;
@@ -336,11 +336,6 @@ async fn main() -> Result<(), Error> {
     let port = port_of(&url, 5672);
     let broker = BROKER.get_or_init(|| listener(port));
     println!("broker process on port {port}: {broker:?} (its CPU time is measured where found)");
-    let chosen: Vec<String> = std::env::var("BENCH_VARIANTS")
-        .unwrap_or_else(|_| VARIANTS.join(","))
-        .split(',')
-        .map(str::to_owned)
-        .collect();
     let kinds = std::env::var("BENCH_QUEUES").unwrap_or_else(|_| "quorum,classic".into());
     for kind in kinds.split(',') {
         let queue = format!("rs-lapin-bench-{kind}");
@@ -353,7 +348,7 @@ async fn main() -> Result<(), Error> {
         for round in 0..rounds {
             for k in 0..VARIANTS.len() {
                 let v = (round + k) % VARIANTS.len();
-                if !chosen.iter().any(|c| c == VARIANTS[v]) {
+                if !chosen(VARIANTS[v]) {
                     continue;
                 }
                 fill(&url, &queue, n).await?;

@@ -35,7 +35,7 @@
 //! it timed), so every window starts from the same state; the `ANALYZE` matters: without
 //! statistics (a server with autovacuum off) the claim's plan sorts every visible row of
 //! the queue on each claim. After each run the table must be empty, or the bench fails.
-//! `BENCH_VARIANTS=raw-batch,framework,latency` chooses what runs.
+//! `BENCH_ONLY=raw-batch,framework,latency` chooses what runs.
 //!
 //! Every run prints its msg/s, the client's and the server's CPU µs per message over its
 //! timed window, and the database's commits and WAL bytes per message (from
@@ -59,7 +59,7 @@ use std::time::{Duration, Instant};
 
 use ruststream::{App, Mount, Outcome, Settled, ack};
 use ruststream_conformance::cpu::{
-    Run, Window, children, listener, markdown_table, median, parent_and_cpu, port_of,
+    Run, Window, children, chosen, listener, markdown_table, median, parent_and_cpu, port_of,
 };
 use ruststream_core::{Broker, Message};
 use ruststream_postgres::PostgresBroker;
@@ -551,16 +551,10 @@ async fn main() -> Result<(), Error> {
     println!(
         "postmaster on port {port}: {postmaster:?} (its and its children's CPU time is the server's)"
     );
-    let chosen: Vec<String> = std::env::var("BENCH_VARIANTS")
-        .unwrap_or_else(|_| format!("{},latency", VARIANTS.join(",")))
-        .split(',')
-        .map(str::to_owned)
-        .collect();
-    let runs_of = |v: &str| chosen.iter().any(|c| c == v);
     let mut admin = connection(&url).await?;
     let mut schemas = Vec::new();
     for variant in VARIANTS.iter().copied().chain(["latency"]) {
-        if runs_of(variant) {
+        if chosen(variant) {
             let schema = schema_of(variant);
             create(&mut admin, &url, &schema).await?;
             schemas.push(schema);
@@ -572,7 +566,7 @@ async fn main() -> Result<(), Error> {
         for k in 0..VARIANTS.len() {
             let v = (round + k) % VARIANTS.len();
             let variant = VARIANTS[v];
-            if !runs_of(variant) {
+            if !chosen(variant) {
                 continue;
             }
             let schema = schema_of(variant);
@@ -599,7 +593,7 @@ async fn main() -> Result<(), Error> {
             io[v].push((commits, wal));
         }
     }
-    let latencies = if runs_of("latency") {
+    let latencies = if chosen("latency") {
         let schema = schema_of("latency");
         let latencies = latency(&url, &schema).await?;
         empty(&mut admin, &schema, "latency").await?;
