@@ -7,6 +7,9 @@
 //! * `raw-batched`: the same consumer storing each record's offset and committing
 //!   asynchronously every 64 records (a synchronous commit at the end): the fastest loop
 //!   that still commits only what it handled;
+//! * `raw-sync-batched`: the same, but each commit of 64 synchronous (the next record
+//!   waits for it), as the framework commits; it prints the median and the slowest
+//!   commit of the run, to tell the broker's commit time from the adapter's;
 //! * `framework`: a `ruststream::App` on `KafkaBroker`, one mount with an
 //!   `async fn(Order) -> Outcome` returning `ack()`, default (sequential) handling;
 //! * `framework-workers`: the same mount with `workers(64)`;
@@ -18,7 +21,8 @@
 //! ```
 //!
 //! Defaults: `kafka://127.0.0.1:9092`, 20000 messages, 3 rounds; `BENCH_ONLY=a,b` runs
-//! those variants only. Each variant gets a
+//! those variants only; `BENCH_FILL_LINGER_MS` sets the filling producer's `linger.ms`
+//! (5 by default; more makes fewer, larger batches in the log). Each variant gets a
 //! fresh topic of 3 partitions filled beforehand (not timed) and a new group; the order
 //! of the variants rotates from round to round. Timing: from the first record handled to
 //! the last one committed (the framework: settled, which is after its commit). Every run
@@ -79,8 +83,9 @@ async fn fill(servers: &str, topic: &str, n: usize) {
     for result in made {
         result.expect("topic made");
     }
+    let linger = std::env::var("BENCH_FILL_LINGER_MS").unwrap_or_else(|_| "5".into());
     let producer: FutureProducer = config(servers)
-        .set("linger.ms", "5")
+        .set("linger.ms", linger)
         .create()
         .expect("producer");
     let mut sent = FuturesUnordered::new();
@@ -107,8 +112,9 @@ async fn fill(servers: &str, topic: &str, n: usize) {
 }
 
 /// A raw consumer loop: every record committed (`every` = 1, synchronously), or offsets
-/// stored and committed asynchronously every `every` records.
-async fn raw(servers: &str, topic: &str, n: usize, every: usize) -> Run {
+/// stored and committed every `every` records, asynchronously unless `sync`. The
+/// synchronous commits' median and slowest time are printed.
+async fn raw(servers: &str, topic: &str, n: usize, every: usize, sync: bool) -> Run {
     let consumer: StreamConsumer = config(servers)
         .set("group.id", format!("{topic}.raw"))
         .set("group.protocol", "classic")
@@ -119,6 +125,7 @@ async fn raw(servers: &str, topic: &str, n: usize, every: usize) -> Run {
         .expect("consumer");
     consumer.subscribe(&[topic]).expect("subscribe");
     let mut started = None;
+    let mut commits = Vec::new();
     for i in 1..=n {
         let record = consumer.recv().await.expect("record");
         started.get_or_insert_with(window);
@@ -126,24 +133,42 @@ async fn raw(servers: &str, topic: &str, n: usize, every: usize) -> Run {
             serde_json::from_slice(record.payload().unwrap_or_default()).expect("json");
         std::hint::black_box((order.id, order.pad.len()));
         if every == 1 {
+            let asked = std::time::Instant::now();
             consumer
                 .commit_message(&record, CommitMode::Sync)
                 .expect("commit");
+            commits.push(asked.elapsed());
         } else {
             consumer.store_offset_from_message(&record).expect("store");
-            if i % every == 0 {
+            if i % every == 0 && sync {
+                let asked = std::time::Instant::now();
+                consumer
+                    .commit_consumer_state(CommitMode::Sync)
+                    .expect("commit");
+                commits.push(asked.elapsed());
+            } else if i % every == 0 {
                 consumer
                     .commit_consumer_state(CommitMode::Async)
                     .expect("commit");
             }
         }
     }
-    if every > 1 {
+    // The last records' commit, unless a synchronous one of every `every` just made it.
+    if every > 1 && !(sync && n % every == 0) {
         consumer
             .commit_consumer_state(CommitMode::Sync)
             .expect("last commit");
     }
-    started.expect("started").end(n)
+    let run = started.expect("started").end(n);
+    commits.sort();
+    if let (Some(median), Some(slowest)) = (commits.get(commits.len() / 2), commits.last()) {
+        let waited: Duration = commits.iter().sum();
+        println!(
+            "  {} synchronous commits: median {median:.1?}, slowest {slowest:.1?}, {waited:.2?} in all",
+            commits.len()
+        );
+    }
+    run
 }
 
 /// The framework's run with the default sequential mount, or with `workers(n)`, or with
@@ -204,6 +229,7 @@ async fn main() {
     let variants = [
         "raw-each",
         "raw-batched",
+        "raw-sync-batched",
         "framework",
         "framework-workers",
         "framework-key-order",
@@ -219,8 +245,9 @@ async fn main() {
             let topic = format!("rsbench-{stamp}-{round}-{}", variants[v]);
             fill(&servers, &topic, n).await;
             let run = match variants[v] {
-                "raw-each" => raw(&servers, &topic, n, 1).await,
-                "raw-batched" => raw(&servers, &topic, n, 64).await,
+                "raw-each" => raw(&servers, &topic, n, 1, true).await,
+                "raw-batched" => raw(&servers, &topic, n, 64, false).await,
+                "raw-sync-batched" => raw(&servers, &topic, n, 64, true).await,
                 "framework" => framework(&url, &topic, n, None, false).await,
                 "framework-key-order" => framework(&url, &topic, n, None, true).await,
                 _ => framework(&url, &topic, n, Some(WORKERS), false).await,
