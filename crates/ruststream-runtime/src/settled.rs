@@ -1,9 +1,11 @@
-//! What hooks and `and_after` learn about a settled delivery.
+//! What hooks, `and_after` and a middleware's visit learn about a settled delivery.
 //!
-//! A [`Settled`] (also at the crate's root) tells the verdict, the broker's plan and
-//! whether the broker took it; its [`Cause`] says why the delivery was settled so (the
-//! handler, a failure policy, a middleware, a spent attempt) and its [`SettleError`] what
-//! went wrong when the broker did not take it.
+//! A [`Settled`] (also at the crate's root) tells the verdict, the broker's plan,
+//! whether the broker took it and how long the handler ran; its [`Cause`] says why the
+//! delivery was settled so (the handler, a failure policy, a middleware, a spent attempt)
+//! and its [`SettleError`] what went wrong when the broker did not take it.
+
+use std::time::Duration;
 
 use ruststream_core::{AckError, Address, Plan, PublishError, Verdict};
 
@@ -54,6 +56,7 @@ pub struct Settled {
     pub(crate) cause: Cause,
     pub(crate) plan: Plan,
     pub(crate) result: Result<(), SettleError>,
+    pub(crate) elapsed: Option<Duration>,
 }
 
 impl Settled {
@@ -90,5 +93,47 @@ impl Settled {
     /// The settlement's failure, if any.
     pub fn error(&self) -> Option<&SettleError> {
         self.result.as_ref().err()
+    }
+
+    /// How long the handler's future ran: from the call that made it (its arguments
+    /// extracted, the payload decoded) until it gave its outcome, panicked or was
+    /// cancelled by the mount's [`timeout`](crate::Mount::timeout), a wait the
+    /// middleware wrapped it in ([`Middleware::around`](crate::layer::Middleware::around):
+    /// a [`ConcurrencyLimit`](crate::layer::ConcurrencyLimit)'s permit) included.
+    ///
+    /// `None` where the handler's future did not run: a middleware's
+    /// [`before`](crate::layer::Middleware::before) settled the delivery
+    /// ([`Cause::Layer`]), its payload did not decode ([`Cause::Decode`]), its attempts
+    /// were spent ([`Cause::Spent`]), or the handler panicked while its arguments were
+    /// made, before it had a future. Also `None` in the `Settled` an
+    /// [`and_after`](crate::Outcome::and_after) is given on a mount with neither
+    /// middleware nor an [`after_settle`](crate::App::after_settle) hook: the runtime
+    /// reads the clock only where something is told of every settlement.
+    ///
+    /// Where [`cause`](Settled::cause) is [`Cause::Handler`] this is how long a handler
+    /// that returned an outcome took; with [`Cause::Panic`] how long it ran before it
+    /// panicked, with [`Cause::Timeout`] at least the limit.
+    pub fn elapsed(&self) -> Option<Duration> {
+        self.elapsed
+    }
+
+    /// A settled delivery made up for a benchmark of the layer's shape: the handler's
+    /// `verdict` and `plan`, carried out, at the first attempt.
+    #[doc(hidden)]
+    pub fn for_bench(
+        address: Address,
+        verdict: Verdict,
+        plan: Plan,
+        elapsed: Option<Duration>,
+    ) -> Self {
+        Self {
+            address,
+            attempt: 1,
+            verdict,
+            cause: Cause::Handler,
+            plan,
+            result: Ok(()),
+            elapsed,
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! The shape of a layer on the delivery path: this crate's [`Middleware`] against
 //! tower's `Layer`/`Service`, each with one layer that looks at the delivery before the
-//! handler and at the outcome after it, around the same handler, stored type-erased as
-//! the runtime stores handlers.
+//! handler and at the outcome and the handler's duration after it, around the same
+//! handler, stored type-erased as the runtime stores handlers.
 //!
 //! Not timed: callgrind counts the instructions of `bare` (the handler alone), `ours` and
 //! `towers` (one call each,
@@ -18,12 +18,12 @@ use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
-use ruststream::layer::Middleware;
-use ruststream::{Delivery, Headers, Outcome, ack};
-use ruststream_core::{Acker, Address, Message, Settlement, Settling, Tag};
+use ruststream::layer::{Middleware, Visit};
+use ruststream::{Delivery, Headers, Outcome, Settled, ack};
+use ruststream_core::{Acker, Address, Message, Original, Plan, Settlement, Settling, Tag};
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 use tower::util::BoxCloneService;
 use tower::{Layer, Service, ServiceBuilder, ServiceExt};
@@ -46,18 +46,30 @@ fn ready<F: Future>(future: F) -> F::Output {
     }
 }
 
-/// This crate's shape: the middleware of a subscription as trait objects, asked before
-/// and after; the handler's future is not boxed where no middleware wraps it.
-struct Look;
+/// This crate's shape: the middleware of a subscription as trait objects, asked for a
+/// visit and before the handler; the visit is told of the settlement after it (its
+/// verdict and the handler's duration). The handler's future is not boxed where no
+/// middleware wraps it.
+struct Look(Arc<Looked>);
+
+/// What `Look` follows every delivery with: one shared value, so a visit costs an `Arc`
+/// clone and no allocation.
+struct Looked;
 
 impl Middleware for Look {
+    fn visit(&self, _: &Delivery) -> Option<Arc<dyn Visit>> {
+        Some(self.0.clone())
+    }
+
     fn before(&self, delivery: &Delivery) -> Option<Outcome> {
         std::hint::black_box(delivery.payload().len());
         None
     }
+}
 
-    fn after(&self, outcome: &Outcome, elapsed: Duration) {
-        std::hint::black_box((outcome.verdict(), elapsed));
+impl Visit for Looked {
+    fn settled(&self, settled: &Settled) {
+        std::hint::black_box((settled.verdict(), settled.elapsed()));
     }
 }
 
@@ -67,16 +79,41 @@ fn bare(delivery: Delivery) -> Outcome {
     ready(handle(delivery))
 }
 
+/// As the runtime does it: the visits kept (the first in place, no allocation; whether
+/// one enters the handler's polls noted), the middleware asked before the handler, the
+/// handler timed, the settlement's report made (the address, the verdict, the plan, the
+/// duration) and shown to the visits.
 #[inline(never)]
 fn ours(stack: &[Arc<dyn Middleware>], delivery: Delivery) -> Outcome {
+    let mut first: Option<Arc<dyn Visit>> = None;
+    let mut rest: Vec<Arc<dyn Visit>> = Vec::new();
+    let mut enters = false;
+    for m in stack {
+        if let Some(visit) = m.visit(&delivery) {
+            enters |= visit.enters();
+            if first.is_none() {
+                first = Some(visit);
+            } else {
+                rest.push(visit);
+            }
+        }
+    }
     if let Some(outcome) = stack.iter().find_map(|m| m.before(&delivery)) {
         return outcome;
     }
+    let address = delivery.address().clone();
     let started = Instant::now();
+    // No visit here enters: the handler is polled as it is.
     let outcome = ready(handle(delivery));
+    std::hint::black_box(enters);
     let elapsed = started.elapsed();
-    for m in stack {
-        m.after(&outcome, elapsed);
+    let plan = Plan {
+        copy: None,
+        original: Original::Settle(Settlement::Accept),
+    };
+    let settled = Settled::for_bench(address, outcome.verdict(), plan, Some(elapsed));
+    for visit in first.iter().chain(&rest).rev() {
+        visit.settled(&settled);
     }
     outcome
 }
@@ -188,7 +225,7 @@ fn main() {
         let _ = std::hint::black_box(bare(delivery));
     }
 
-    let stack: Vec<Arc<dyn Middleware>> = vec![Arc::new(Look)];
+    let stack: Vec<Arc<dyn Middleware>> = vec![Arc::new(Look(Arc::new(Looked)))];
     let batch = deliveries(n);
     let region = Region::new(GLOBAL);
     for delivery in batch {

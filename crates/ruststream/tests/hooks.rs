@@ -1,12 +1,15 @@
-//! `and_after` and the app's hooks: when they run, how often, what they see, in which order.
+//! `and_after`, the app's hooks and a layer's visit: when they run, how often, what they
+//! see, in which order.
 
 mod support;
 
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
+use ruststream::layer::{Layer, Middleware, Subscribed, Visit};
 use ruststream::memory::MemoryBroker;
 use ruststream::testing::TestApp;
-use ruststream::{App, Attempt, Outcome, Settled, ack, retry, settled::Cause};
+use ruststream::{App, Attempt, Delivery, Mount, Outcome, Settled, ack, retry, settled::Cause};
 use ruststream_core::{PublishErrorKind, Verdict};
 use support::{Faulty, queue, settle, wait_until, within};
 
@@ -276,5 +279,96 @@ async fn after_settle_sees_every_settlement() {
         ]
     );
     assert!(app.broker().is_idle());
+    app.stop().await.expect("clean stop");
+}
+
+/// What a layer's visit and a hook learn of one settlement: its cause and how long the
+/// handler ran.
+type Timing = Arc<Mutex<Vec<(String, Option<Duration>)>>>;
+
+/// Settles `0` before its handler; follows every delivery with one shared visit that
+/// records what it is told.
+#[derive(Clone)]
+struct Timed(Arc<Told>);
+
+struct Told(Timing);
+
+impl Layer for Timed {
+    fn layer(&self, _: &Subscribed) -> Arc<dyn Middleware> {
+        Arc::new(self.clone())
+    }
+}
+
+impl Middleware for Timed {
+    fn visit(&self, _: &Delivery) -> Option<Arc<dyn Visit>> {
+        Some(self.0.clone())
+    }
+
+    fn before(&self, delivery: &Delivery) -> Option<Outcome> {
+        (delivery.payload().as_ref() == b"0").then(ack)
+    }
+}
+
+impl Visit for Told {
+    fn settled(&self, settled: &Settled) {
+        record(&self.0, settled);
+    }
+}
+
+fn record(into: &Timing, settled: &Settled) {
+    let cause = match settled.cause() {
+        Cause::Handler => "handler",
+        Cause::Layer => "layer",
+        Cause::Decode(_) => "decode",
+        _ => "other",
+    };
+    into.lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push((cause.to_owned(), settled.elapsed()));
+}
+
+/// `Settled::elapsed` is how long the handler's future ran, told alike to a layer's
+/// visit and to the hooks; `None` where the handler did not run (a middleware settled
+/// the delivery, its payload did not decode). On the real clock: the handler of `50`
+/// sleeps 50 ms.
+#[tokio::test]
+async fn settled_tells_how_long_the_handler_ran() {
+    let (visited, hooked): (Timing, Timing) = Default::default();
+    let hook = hooked.clone();
+    let layer = Timed(Arc::new(Told(visited.clone())));
+    let app = TestApp::start(move |broker| {
+        App::new(broker)
+            .after_settle(move |settled: &Settled| record(&hook, settled))
+            .mount(Mount::new("q").layer(layer), |n: u32| async move {
+                if n == 50 {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                ack()
+            })
+    })
+    .await;
+    app.publish("q", &50).await;
+    app.publish("q", &0).await;
+    app.publish_message("q", ruststream_core::Message::new("not json"))
+        .await;
+    app.publish("q", &1).await;
+    settle(&app).await;
+    for seen in [&visited, &hooked] {
+        let seen = seen.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        let causes: Vec<_> = seen.iter().map(|(cause, _)| cause.as_str()).collect();
+        assert_eq!(
+            causes,
+            ["handler", "layer", "decode", "handler"],
+            "{seen:?}"
+        );
+        let slow = seen[0].1.expect("the handler ran");
+        assert!(slow >= Duration::from_millis(50), "{slow:?}");
+        assert_eq!(
+            seen[1].1, None,
+            "a middleware settled it before its handler"
+        );
+        assert_eq!(seen[2].1, None, "its payload did not decode");
+        assert!(seen[3].1.is_some(), "the handler ran");
+    }
     app.stop().await.expect("clean stop");
 }

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use ruststream::layer::{Layer, Middleware, Subscribed};
+use ruststream::layer::{Layer, Middleware, Subscribed, Visit};
 use ruststream::memory::MemoryBroker;
 use ruststream::observe::Metrics;
 use ruststream::{App, Delivery, Mount, Outcome, Settled, ack, retry};
@@ -420,23 +420,38 @@ async fn delayed_copies_are_counted_per_subscription() {
 }
 
 /// Records the order middleware sees a delivery in, and settles `stop` at once.
-struct Mark(&'static str, Arc<Mutex<Vec<String>>>);
+#[derive(Clone)]
+struct Mark(Arc<Marked>);
+
+struct Marked(&'static str, Arc<Mutex<Vec<String>>>);
+
+impl Mark {
+    fn new(name: &'static str, seen: Arc<Mutex<Vec<String>>>) -> Self {
+        Self(Arc::new(Marked(name, seen)))
+    }
+}
 
 impl Layer for Mark {
     fn layer(&self, _: &Subscribed) -> Arc<dyn Middleware> {
-        Arc::new(Mark(self.0, self.1.clone()))
+        Arc::new(self.clone())
     }
 }
 
 impl Middleware for Mark {
-    fn before(&self, delivery: &Delivery) -> Option<Outcome> {
-        self.1
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(format!("before {}", self.0));
-        (self.0 == "mount" && delivery.payload().as_ref() == b"0").then(ruststream::drop)
+    fn visit(&self, _: &Delivery) -> Option<Arc<dyn Visit>> {
+        Some(self.0.clone())
     }
 
+    fn before(&self, delivery: &Delivery) -> Option<Outcome> {
+        let Marked(name, seen) = &*self.0;
+        seen.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(format!("before {name}"));
+        (*name == "mount" && delivery.payload().as_ref() == b"0").then(ruststream::drop)
+    }
+}
+
+impl Visit for Marked {
     fn settled(&self, settled: &Settled) {
         self.1
             .lock()
@@ -457,11 +472,14 @@ async fn layers_run_app_then_router_then_mount_and_can_settle_first() {
         }
     };
     let router = ruststream::Router::new()
-        .mount(Mount::new("q").layer(Mark("mount", seen.clone())), handler)
-        .layer(Mark("router", seen.clone()));
+        .mount(
+            Mount::new("q").layer(Mark::new("mount", seen.clone())),
+            handler,
+        )
+        .layer(Mark::new("router", seen.clone()));
     let broker = MemoryBroker::new();
     let running = App::new(broker.clone())
-        .layer(Mark("app", seen.clone()))
+        .layer(Mark::new("app", seen.clone()))
         .router(router)
         .start()
         .await

@@ -4,6 +4,7 @@ use std::any::Any;
 use std::marker::PhantomData;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::time::Duration;
 
 use ruststream_core::{
     Address, BoxFuture, Capabilities, ConsumeError, Declaration, Delivery, DeliveryStream, Facts,
@@ -31,6 +32,9 @@ pub(crate) struct Worker<H, M, L> {
     pub(super) mount: Mount,
     capabilities: Capabilities,
     pub(super) runtime: Arc<Runtime>,
+    // Whether someone learns of each settlement (see `watched`), known when the service
+    // starts.
+    watched: bool,
     marker: PhantomData<fn() -> M>,
 }
 
@@ -88,12 +92,14 @@ impl<H: Handler<M>, M: 'static, L: Layers> Worker<H, M, L> {
         runtime: Arc<Runtime>,
         stack: L,
     ) -> Self {
+        let watched = !runtime.after_settle.is_empty() || stack.stack().is_some();
         Self {
             handler,
             stack,
             mount,
             capabilities,
             runtime,
+            watched,
             marker: PhantomData,
         }
     }
@@ -111,7 +117,7 @@ impl<H: Handler<M>, M: 'static, L: Layers> Worker<H, M, L> {
     ) -> Result<H::Future, Option<(Outcome, Cause)>> {
         if let Some(stack) = self.stack.stack() {
             // Taken with the settlement before: empty (unless a `fail_fast` left some).
-            visits.0.clear();
+            visits.clear();
             stack.visit(delivery, visits);
             if let Some(outcome) = stack.before(delivery) {
                 return Err(Some((outcome, Cause::Layer)));
@@ -164,8 +170,9 @@ impl<H: Handler<M>, M: 'static, L: Layers> Worker<H, M, L> {
         }
     }
 
-    /// Runs the service's hooks on `settled` and starts the outcome's `and_after`, whose
-    /// future is all that lives on (kept out of the handling future, which stays small).
+    /// Tells the delivery's visits of `settled`, runs the service's hooks on it and
+    /// starts the outcome's `and_after`, whose future is all that lives on (kept out of
+    /// the handling future, which stays small).
     #[inline(never)]
     pub(super) fn after_settled(
         &self,
@@ -176,9 +183,6 @@ impl<H: Handler<M>, M: 'static, L: Layers> Worker<H, M, L> {
         visits.settled(&settled);
         for hook in &self.runtime.after_settle {
             hook(&settled);
-        }
-        if let Some(stack) = self.stack.stack() {
-            stack.settled(&settled);
         }
         after.map(|after| after(&settled))
     }
@@ -398,17 +402,19 @@ impl<H: Handler<M>, M: 'static, L: Layers> Worker<H, M, L> {
         );
     }
 
-    /// Whether the delivery in hand may have visits: only where the handler has
-    /// middleware.
+    /// Whether the handler's polls run inside the delivery's visits: only where the
+    /// handler has middleware, and one of its visits enters.
     #[inline(always)]
     pub(super) fn followed(&self, visits: &Visits) -> bool {
-        self.stack.stack().is_some() && !visits.is_empty()
+        self.stack.stack().is_some() && visits.enters()
     }
 
-    /// Whether someone learns of each settlement: the service's hooks, or middleware.
+    /// Whether someone learns of each settlement: the service's hooks, or middleware
+    /// (through their visits). Only then is the handler timed
+    /// ([`Settled::elapsed`](crate::Settled::elapsed)).
     #[inline(always)]
     pub(super) fn watched(&self) -> bool {
-        !self.runtime.after_settle.is_empty() || self.stack.stack().is_some()
+        self.watched
     }
 
     pub(super) fn capabilities(&self) -> Capabilities {
@@ -455,15 +461,16 @@ impl<H: Handler<M>, M: 'static, L: Layers> Worker<H, M, L> {
     }
 
     /// Settles as `plan` says when there is more to it than a settlement: a reply, a
-    /// copy, hooks or an `and_after` to run.
+    /// copy, hooks or an `and_after` to run. `elapsed`: how long the handler ran, where
+    /// it ran and was timed.
     pub(super) async fn finish(
         &self,
         delivery: Delivery,
-        outcome: Outcome,
-        cause: Cause,
+        (outcome, cause): (Outcome, Cause),
         facts: Facts,
         plan: Plan,
         visits: Visits,
+        elapsed: Option<Duration>,
     ) {
         let (mut outcome, mut plan) = (outcome, plan);
         if let Some(reply) = outcome.reply.take()
@@ -507,6 +514,7 @@ impl<H: Handler<M>, M: 'static, L: Layers> Worker<H, M, L> {
             cause,
             plan,
             result,
+            elapsed,
         };
         if let Some(after) = self.after_settled(settled, outcome.after, &visits) {
             after.await;

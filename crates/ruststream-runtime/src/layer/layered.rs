@@ -4,7 +4,6 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
-use std::time::Instant;
 
 use super::Stack;
 use crate::extract::{AppContext, Context, ExtractError};
@@ -33,8 +32,8 @@ impl<H> Layered<H> {
 }
 
 pin_project_lite::pin_project! {
-    /// The future of a [`Layered`] handler: the handler's own (timed, its outcome shown
-    /// to the middleware), or that future boxed and wrapped by the middleware that wrap.
+    /// The future of a [`Layered`] handler: the handler's own, or that future boxed and
+    /// wrapped by the middleware that wrap.
     pub struct LayeredFuture<F> {
         #[pin]
         inner: Inner<F>,
@@ -45,30 +44,9 @@ pin_project_lite::pin_project! {
     #[project = Projected]
     enum Inner<F> {
         // No middleware wraps: the handler's future, in place.
-        Plain { #[pin] inner: Timed<F> },
+        Plain { #[pin] inner: F },
         // Wrapped.
         Wrapped { inner: super::Handling },
-    }
-}
-
-pin_project_lite::pin_project! {
-    /// A handler's future that tells the middleware its outcome and how long it ran.
-    pub struct Timed<F> {
-        #[pin]
-        inner: F,
-        started: Instant,
-        stack: Arc<Stack>,
-    }
-}
-
-impl<F: Future<Output = Outcome>> Future for Timed<F> {
-    type Output = Outcome;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Outcome> {
-        let this = self.project();
-        let outcome = std::task::ready!(this.inner.poll(cx));
-        this.stack.after(&outcome, this.started.elapsed());
-        Poll::Ready(outcome)
     }
 }
 
@@ -90,19 +68,15 @@ impl<H: Handler<M>, M: 'static> Handler<M> for Layered<H> {
 
     #[inline]
     fn call(&self, cx: &Context<'_>) -> Result<Self::Future, ExtractError> {
-        let timed = Timed {
-            inner: self.inner.call(cx)?,
-            started: Instant::now(),
-            stack: self.stack.clone(),
-        };
+        let inner = self.inner.call(cx)?;
         if !self.stack.wraps() {
             return Ok(LayeredFuture {
-                inner: Inner::Plain { inner: timed },
+                inner: Inner::Plain { inner },
             });
         }
         Ok(LayeredFuture {
             inner: Inner::Wrapped {
-                inner: self.stack.around(cx.delivery, Box::pin(timed)),
+                inner: self.stack.around(cx.delivery, Box::pin(inner)),
             },
         })
     }

@@ -3,11 +3,13 @@
 //! The shape is tower's: a [`Layer`] is given each subscription once, when the service
 //! starts, and makes the [`Middleware`] that runs around that subscription's deliveries.
 //! A middleware sees a delivery before its handler (and can settle it without calling
-//! the handler), can wrap the handler's future (to wait for a permit, or to enter a
-//! span around each poll), sees the handler's outcome, and sees the [`Settled`] with its
-//! plan once the settlement is over. A middleware that needs something per delivery (a
-//! span) follows it with a [`Visit`], which also sees the retry copies, delayed copies
-//! and dead letters the runtime publishes because of the delivery.
+//! the handler), and can wrap the handler's future (to wait for a permit, or to change
+//! its outcome). Everything after the handler it sees through a [`Visit`] of the
+//! delivery: the one way a layer sees a settlement ([`Visit::settled`]: the verdict, its
+//! cause, the plan carried out, whether the broker took it and how long the handler
+//! ran), and also what a visit is for besides: a span around each poll of the handler,
+//! and the retry copies, delayed copies and dead letters the runtime publishes because
+//! of the delivery.
 //!
 //! A mount without layers is handled by the handler as mounted: nothing of this module
 //! is on its path. A mount with layers is handled by [`Layered`], which holds them.
@@ -19,11 +21,10 @@ mod stack;
 mod visit;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use ruststream_core::{Address, Attached, BoxFuture, Capabilities, Delivery};
 
-pub use layered::{Layered, LayeredFuture, Timed};
+pub use layered::{Layered, LayeredFuture};
 pub use limit::{ConcurrencyLimit, RateLimit};
 pub(crate) use publish::Published;
 pub use publish::{PublishLayer, PublishMiddleware};
@@ -33,7 +34,6 @@ pub use visit::{Republish, Sent, Visit};
 pub(crate) use visit::{Sents, Visits};
 
 use crate::outcome::Outcome;
-use crate::settled::Settled;
 
 /// A handler's future as a middleware wraps it.
 pub type Handling = BoxFuture<'static, Outcome>;
@@ -47,12 +47,15 @@ pub type Handling = BoxFuture<'static, Outcome>;
 /// ```
 /// use std::sync::Arc;
 /// use std::sync::atomic::{AtomicU64, Ordering};
-/// use ruststream::layer::{Layer, Middleware, Subscribed};
+/// use ruststream::layer::{Layer, Middleware, Subscribed, Visit};
 /// use ruststream::{Delivery, Outcome, Router, Settled};
 ///
 /// /// Counts settlements per subscription and refuses empty payloads.
 /// #[derive(Default)]
-/// struct Count(Arc<AtomicU64>);
+/// struct Count(Arc<Counter>);
+///
+/// #[derive(Default)]
+/// struct Counter(AtomicU64);
 ///
 /// impl Layer for Count {
 ///     fn layer(&self, _: &Subscribed) -> Arc<dyn Middleware> {
@@ -61,9 +64,17 @@ pub type Handling = BoxFuture<'static, Outcome>;
 /// }
 ///
 /// impl Middleware for Count {
+///     fn visit(&self, _: &Delivery) -> Option<Arc<dyn Visit>> {
+///         // Nothing kept per delivery: the shared counter sees every settlement, and
+///         // its `Arc` clone costs no allocation.
+///         Some(self.0.clone())
+///     }
 ///     fn before(&self, delivery: &Delivery) -> Option<Outcome> {
 ///         delivery.payload().is_empty().then(ruststream::drop)
 ///     }
+/// }
+///
+/// impl Visit for Counter {
 ///     fn settled(&self, _: &Settled) {
 ///         self.0.fetch_add(1, Ordering::Relaxed);
 ///     }
@@ -80,11 +91,23 @@ pub trait Layer: Send + Sync + 'static {
 
 /// What runs around the deliveries of one subscription. Every method has a default that
 /// does nothing.
+///
+/// A middleware sees each delivery before its handler ([`before`](Middleware::before),
+/// which may settle it at once) and may wrap the handler's future
+/// ([`around`](Middleware::around)). What happens after the handler it sees through the
+/// [`Visit`] it returns from [`visit`](Middleware::visit): [`Visit::settled`] is told of
+/// the settlement (the verdict, its cause, the plan, whether the broker took it, and
+/// [`elapsed`](crate::Settled::elapsed), how long the handler ran), whether the handler
+/// returned, panicked, timed out or never ran. A middleware that keeps nothing per
+/// delivery (a metric) returns a clone of one shared `Arc` (itself, or a value inside
+/// it): no allocation per delivery (the [`Layer`] example). One that keeps something (a
+/// span) returns a visit of its own per delivery (the [`Visit`] example).
 pub trait Middleware: Send + Sync + 'static {
     /// Starts following `delivery` until it is settled (called first, before
-    /// [`before`](Middleware::before)); the default follows nothing. See [`Visit`]:
-    /// what a middleware needs per delivery (a span), and how it sees the messages the
-    /// runtime publishes because of the delivery (retry copies, dead letters).
+    /// [`before`](Middleware::before)); the default follows nothing. The visit is told
+    /// of the settlement ([`Visit::settled`]), is around each poll of the handler's
+    /// future ([`Visit::within`]) and sees the messages the runtime publishes because of
+    /// the delivery ([`Visit::publishes`]: retry copies, dead letters).
     fn visit(&self, delivery: &Delivery) -> Option<Arc<dyn Visit>> {
         let _ = delivery;
         None
@@ -110,19 +133,6 @@ pub trait Middleware: Send + Sync + 'static {
     fn around(&self, delivery: &Delivery, handling: Handling) -> Handling {
         let _ = delivery;
         handling
-    }
-
-    /// Sees the handler's outcome and how long its future ran (not called where the
-    /// handler panicked, timed out, its payload did not decode or a middleware settled
-    /// the delivery: [`settled`](Middleware::settled) tells those).
-    fn after(&self, outcome: &Outcome, elapsed: Duration) {
-        let _ = (outcome, elapsed);
-    }
-
-    /// Sees the delivery once settled: the verdict, its cause, the plan carried out, and
-    /// whether the broker took it.
-    fn settled(&self, settled: &Settled) {
-        let _ = settled;
     }
 }
 

@@ -1,13 +1,11 @@
 //! The middleware of one subscription, outermost first.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use ruststream_core::Delivery;
 
 use super::{Handling, Middleware, Visits};
 use crate::outcome::Outcome;
-use crate::settled::Settled;
 
 /// One subscription's middleware, outermost first.
 pub struct Stack {
@@ -31,7 +29,7 @@ impl Stack {
     pub(crate) fn visit(&self, delivery: &Delivery, visits: &mut Visits) {
         for m in self.all.iter() {
             if let Some(visit) = m.visit(delivery) {
-                visits.0.push(visit);
+                visits.push(visit);
             }
         }
     }
@@ -50,17 +48,5 @@ impl Stack {
         self.wrapping
             .iter()
             .fold(handling, |handling, m| m.around(delivery, handling))
-    }
-
-    pub(crate) fn after(&self, outcome: &Outcome, elapsed: Duration) {
-        for m in self.all.iter().rev() {
-            m.after(outcome, elapsed);
-        }
-    }
-
-    pub(crate) fn settled(&self, settled: &Settled) {
-        for m in self.all.iter().rev() {
-            m.settled(settled);
-        }
     }
 }

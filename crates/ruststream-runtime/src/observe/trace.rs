@@ -133,6 +133,10 @@ struct Traced {
 }
 
 impl Visit for Traced {
+    fn enters(&self) -> bool {
+        true
+    }
+
     fn within(&self, f: &mut dyn FnMut()) {
         let _entered = self.cx.clone().attach();
         f();

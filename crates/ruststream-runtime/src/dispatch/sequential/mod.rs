@@ -24,6 +24,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::task::{Context, Poll, ready};
+use std::time::Instant;
 
 use ruststream_core::{BoxFuture, ConsumeError, Delivery, DeliveryStream};
 use tokio::sync::futures::OwnedNotified;
@@ -217,6 +218,9 @@ impl<H: Handler<M>, M: 'static, L: Layers> Future for Sequential<H, M, L> {
                     next.counted = true;
                     let decided = match worker.start(&delivery, this.visits) {
                         Ok(future) => {
+                            if worker.watched() {
+                                next.started = Some(Instant::now());
+                            }
                             this.running.set(Some(future));
                             let running = this.running.as_mut();
                             match run(running, worker, Some(&delivery), this.visits, cx) {

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use ruststream_core::{AckError, Address, BoxFuture, Delivery, Facts, Plan, Settlement, Verdict};
 
@@ -27,6 +28,9 @@ pub(super) struct AfterHandler {
     pub(super) after: Option<BoxFuture<'static, ()>>,
     // Whether the in-flight gauge counts the delivery in hand.
     pub(super) counted: bool,
+    // When the handler in hand was called, where a settlement is reported (hooks or
+    // middleware): its `Settled::elapsed`.
+    pub(super) started: Option<Instant>,
     // Bare settlements under way behind the loop; the gauge counts each.
     pub(super) trailing: Behind<Report>,
     // How many may be (`Concurrency::trailing`): 64 (or the broker's number) for a
@@ -44,6 +48,7 @@ pub(super) struct Report {
     plan: Plan,
     after: Option<After>,
     visits: Visits,
+    elapsed: Option<Duration>,
 }
 
 impl Report {
@@ -58,6 +63,7 @@ impl Report {
             cause: self.cause,
             plan: self.plan,
             result,
+            elapsed: self.elapsed,
         };
         (settled, self.after, self.visits)
     }
@@ -140,6 +146,7 @@ pub(super) fn settle<H: Handler<M>, M: 'static, L: Layers>(
         // The common case: a bare settlement, with nothing to publish, and at most the
         // hooks to tell once it is over.
         if worker.watched() {
+            let elapsed = elapsed(next);
             let report = Report {
                 address: delivery.address().clone(),
                 attempt: facts.attempt,
@@ -148,6 +155,7 @@ pub(super) fn settle<H: Handler<M>, M: 'static, L: Layers>(
                 plan: plan.clone(),
                 after: None,
                 visits: std::mem::take(visits),
+                elapsed,
             };
             settle_told(worker, delivery, settlement, report, next, cx);
             return true;
@@ -176,16 +184,24 @@ pub(super) fn settle<H: Handler<M>, M: 'static, L: Layers>(
         return true;
     }
     let visits = std::mem::take(visits);
+    let elapsed = elapsed(next);
     settle_slow(
         shared,
         delivery,
-        (outcome, cause),
+        (outcome, cause, elapsed),
         facts,
         plan,
         visits,
         next,
     );
     true
+}
+
+/// How long the handler in hand ran, where it was timed (where someone learns of each
+/// settlement; not where it never ran).
+#[inline(always)]
+fn elapsed(next: &mut AfterHandler) -> Option<Duration> {
+    next.started.take().map(|started| started.elapsed())
 }
 
 /// [`settle`] for a bare settlement the service's hooks are told of once it is over.
@@ -225,7 +241,7 @@ fn settle_told<H: Handler<M>, M: 'static, L: Layers>(
 fn settle_slow<H: Handler<M>, M: 'static, L: Layers>(
     worker: &Arc<Worker<H, M, L>>,
     delivery: Delivery,
-    (outcome, cause): (Outcome, Cause),
+    (outcome, cause, elapsed): (Outcome, Cause, Option<Duration>),
     facts: Facts,
     plan: Plan,
     visits: Visits,
@@ -235,11 +251,11 @@ fn settle_slow<H: Handler<M>, M: 'static, L: Layers>(
         // A reply is published first: in a future of its own, inside the delivery's
         // visits (the reply continues its trace).
         let worker = worker.clone();
-        let entered = !visits.is_empty();
+        let entered = visits.enters();
         let entering = visits.clone();
         let finish = async move {
             worker
-                .finish(delivery, outcome, cause, facts, plan, visits)
+                .finish(delivery, (outcome, cause), facts, plan, visits, elapsed)
                 .await;
         };
         next.after = Some(if entered {
@@ -275,6 +291,7 @@ fn settle_slow<H: Handler<M>, M: 'static, L: Layers>(
             plan,
             after: outcome.after,
             visits,
+            elapsed,
         });
     }
 }

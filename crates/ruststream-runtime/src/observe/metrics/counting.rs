@@ -3,12 +3,11 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use ruststream_core::{Address, Declaration, Delivery, Message, PublishError, Verdict};
 
 use super::{BUCKETS, Metrics, Series, plan_kind};
-use crate::layer::{Layer, Middleware, PublishLayer, PublishMiddleware, Subscribed};
+use crate::layer::{Layer, Middleware, PublishLayer, PublishMiddleware, Subscribed, Visit};
 use crate::outcome::Outcome;
 use crate::settled::{Cause, SettleError, Settled};
 
@@ -24,11 +23,11 @@ impl std::fmt::Debug for MetricsLayer {
 
 impl Layer for MetricsLayer {
     fn layer(&self, subscribed: &Subscribed) -> Arc<dyn Middleware> {
-        Arc::new(Counting {
+        Arc::new(Counting(Arc::new(Counted {
             series: self.0.series(subscribed),
             dead_letters_itself: subscribed.capabilities().dead_letters,
             declared: subscribed.declared.clone(),
-        })
+        })))
     }
 }
 
@@ -38,7 +37,12 @@ impl PublishLayer for MetricsLayer {
     }
 }
 
-struct Counting {
+/// The middleware of one subscription: counts each delivery as it comes, and follows it
+/// with the subscription's one shared [`Counted`] (an `Arc` clone: no allocation).
+struct Counting(Arc<Counted>);
+
+/// What a subscription's deliveries are counted into.
+struct Counted {
     series: Arc<Series>,
     /// The subscription's queue dead-letters a retry at its cap (the broker moves it).
     dead_letters_itself: bool,
@@ -47,26 +51,32 @@ struct Counting {
 }
 
 impl Middleware for Counting {
+    fn visit(&self, _: &Delivery) -> Option<Arc<dyn Visit>> {
+        Some(self.0.clone())
+    }
+
     fn before(&self, _: &Delivery) -> Option<Outcome> {
-        self.series.received.fetch_add(1, Ordering::Relaxed);
-        self.series.in_flight.fetch_add(1, Ordering::Relaxed);
+        let series = &self.0.series;
+        series.received.fetch_add(1, Ordering::Relaxed);
+        series.in_flight.fetch_add(1, Ordering::Relaxed);
         None
     }
+}
 
-    fn after(&self, _: &Outcome, elapsed: Duration) {
-        let series = &self.series;
-        let seconds = elapsed.as_secs_f64();
-        if let Some(i) = BUCKETS.iter().position(|bound| seconds <= *bound) {
-            series.buckets[i].fetch_add(1, Ordering::Relaxed);
-        }
-        let nanos = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
-        series.duration_nanos.fetch_add(nanos, Ordering::Relaxed);
-        series.durations.fetch_add(1, Ordering::Relaxed);
-    }
-
+impl Visit for Counted {
     fn settled(&self, settled: &Settled) {
         let series = &self.series;
         series.in_flight.fetch_sub(1, Ordering::Relaxed);
+        // The histogram counts the handlers that returned an outcome.
+        if let (Cause::Handler, Some(elapsed)) = (settled.cause(), settled.elapsed()) {
+            let seconds = elapsed.as_secs_f64();
+            if let Some(i) = BUCKETS.iter().position(|bound| seconds <= *bound) {
+                series.buckets[i].fetch_add(1, Ordering::Relaxed);
+            }
+            let nanos = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
+            series.duration_nanos.fetch_add(nanos, Ordering::Relaxed);
+            series.durations.fetch_add(1, Ordering::Relaxed);
+        }
         let verdict = match settled.verdict() {
             Verdict::Ack => 0,
             Verdict::Drop => 1,
