@@ -116,24 +116,4 @@ impl Settled {
     pub fn elapsed(&self) -> Option<Duration> {
         self.elapsed
     }
-
-    /// A settled delivery made up for a benchmark of the layer's shape: the handler's
-    /// `verdict` and `plan`, carried out, at the first attempt.
-    #[doc(hidden)]
-    pub fn for_bench(
-        address: Address,
-        verdict: Verdict,
-        plan: Plan,
-        elapsed: Option<Duration>,
-    ) -> Self {
-        Self {
-            address,
-            attempt: 1,
-            verdict,
-            cause: Cause::Handler,
-            plan,
-            result: Ok(()),
-            elapsed,
-        }
-    }
 }

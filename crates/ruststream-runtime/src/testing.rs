@@ -199,3 +199,35 @@ impl TestApp {
         self.running.stop().await
     }
 }
+
+/// A settlement made up for a test of a middleware's [`Visit`](crate::layer::Visit),
+/// without a service: the handler's `verdict` at the first attempt, carried out as
+/// `plan` and taken by the broker, its handler having run for `elapsed`.
+///
+/// ```
+/// use std::time::Duration;
+/// use ruststream::testing;
+/// use ruststream_core::{Address, Original, Plan, Settlement, Verdict};
+///
+/// let plan = Plan { copy: None, original: Original::Settle(Settlement::Accept) };
+/// let elapsed = Some(Duration::from_millis(3));
+/// let settled = testing::settled(Address::new("orders"), Verdict::Ack, plan, elapsed);
+/// assert_eq!((settled.verdict(), settled.elapsed()), (Verdict::Ack, elapsed));
+/// assert!(settled.is_ok());
+/// ```
+pub fn settled(
+    address: Address,
+    verdict: Verdict,
+    plan: Plan,
+    elapsed: Option<Duration>,
+) -> Settled {
+    Settled {
+        address,
+        attempt: 1,
+        verdict,
+        cause: Cause::Handler,
+        plan,
+        result: Ok(()),
+        elapsed,
+    }
+}

@@ -111,7 +111,7 @@ fn ours(stack: &[Arc<dyn Middleware>], delivery: Delivery) -> Outcome {
         copy: None,
         original: Original::Settle(Settlement::Accept),
     };
-    let settled = Settled::for_bench(address, outcome.verdict(), plan, Some(elapsed));
+    let settled = ruststream::testing::settled(address, outcome.verdict(), plan, Some(elapsed));
     for visit in first.iter().chain(&rest).rev() {
         visit.settled(&settled);
     }
