@@ -22,7 +22,8 @@
 //!
 //! Defaults: `kafka://127.0.0.1:9092`, 20000 messages, 3 rounds; `BENCH_ONLY=a,b` runs
 //! those variants only; `BENCH_FILL_LINGER_MS` sets the filling producer's `linger.ms`
-//! (5 by default; more makes fewer, larger batches in the log). Each variant gets a
+//! (5 by default; more makes fewer, larger batches in the log); `BENCH_TENTHS` prints a
+//! framework run's rate over each tenth of its records. Each variant gets a
 //! fresh topic of 3 partitions filled beforehand (not timed) and a new group; the order
 //! of the variants rotates from round to round. Timing: from the first record handled to
 //! the last one committed (the framework: settled, which is after its commit). Every run
@@ -30,8 +31,9 @@
 //! window; at the end a markdown table gives the medians. The broker's CPU time is read
 //! from `/proc/<pid>/stat` of the process listening on the URL's port.
 
-use std::sync::OnceLock;
-use std::time::Duration;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
@@ -154,7 +156,7 @@ async fn raw(servers: &str, topic: &str, n: usize, every: usize, sync: bool) -> 
         }
     }
     // The last records' commit, unless a synchronous one of every `every` just made it.
-    if every > 1 && !(sync && n % every == 0) {
+    if every > 1 && !(sync && n.is_multiple_of(every)) {
         consumer
             .commit_consumer_state(CommitMode::Sync)
             .expect("last commit");
@@ -183,6 +185,7 @@ async fn framework(
     STARTED.reset();
     let broker = KafkaBroker::connect(url).await.expect("connect");
     let countdown = Countdown::new(n);
+    let tenths = std::env::var_os("BENCH_TENTHS").map(|_| Arc::new(Tenths::new(n)));
     let counting = countdown.clone();
     let mut mount = Mount::new(topic);
     if let Some(workers) = workers {
@@ -195,6 +198,9 @@ async fn framework(
         .mount(mount, handle)
         .after_settle(move |record: &Settled| {
             counting.settled(record.is_ok(), |n| STARTED.end(n));
+            if let Some(tenths) = &tenths {
+                tenths.settled();
+            }
         })
         .start()
         .await
@@ -202,6 +208,44 @@ async fn framework(
     let run = countdown.finished().await;
     running.stop().await.expect("stop");
     run
+}
+
+/// With `BENCH_TENTHS` set, a framework run prints its rate over each tenth of its
+/// records after the first: a stop in the middle of a run shows as one slow tenth.
+struct Tenths {
+    n: usize,
+    settled: AtomicUsize,
+    marks: Mutex<Vec<Instant>>,
+}
+
+impl Tenths {
+    fn new(n: usize) -> Self {
+        Self {
+            n,
+            settled: AtomicUsize::new(0),
+            marks: Mutex::new(Vec::with_capacity(10)),
+        }
+    }
+
+    fn settled(&self) {
+        let step = (self.n / 10).max(1);
+        let k = self.settled.fetch_add(1, Ordering::Relaxed) + 1;
+        if !k.is_multiple_of(step) {
+            return;
+        }
+        let mut marks = self.marks.lock().unwrap_or_else(PoisonError::into_inner);
+        marks.push(Instant::now());
+        if k == step * 10 {
+            let rates: Vec<String> = marks
+                .windows(2)
+                .map(|w| format!("{:.0}", step as f64 / (w[1] - w[0]).as_secs_f64()))
+                .collect();
+            println!(
+                "  msg/s over each tenth after the first: {}",
+                rates.join(" ")
+            );
+        }
+    }
 }
 
 /// The `workers(n)` of the `framework-workers` variant.
