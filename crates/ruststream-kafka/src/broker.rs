@@ -20,6 +20,7 @@ use crate::context::{Context, KafkaConsumer};
 use crate::delay::{self, Delays};
 use crate::deliveries::Deliveries;
 use crate::error::ConnectError;
+use crate::fetch;
 use crate::group::Group;
 use crate::order::Waits;
 use crate::probe::reach;
@@ -102,6 +103,7 @@ impl KafkaBroker {
         group_id: &str,
         group: Arc<Group>,
         timeouts: settings::Timeouts,
+        in_flight: usize,
     ) -> Result<KafkaConsumer, SubscribeError> {
         let mut config = self.inner.cluster.config();
         config
@@ -111,6 +113,7 @@ impl KafkaBroker {
             .set("enable.auto.offset.store", "false")
             .set("auto.offset.reset", "earliest");
         timeouts.apply(&mut config);
+        fetch::read_ahead(&mut config, in_flight);
         config
             .create_with_context(Context {
                 group,
@@ -152,7 +155,8 @@ impl KafkaBroker {
         let ordered = settings::key_order(&self.inner.settings, &spec.options)?;
         let order = ordered.then_some(spec.in_flight.max(BUFFERED));
         let group = Arc::new(Group::new(topic.clone(), order));
-        let consumer = Arc::new(self.consumer(&group_id, group.clone(), timeouts)?);
+        let consumer =
+            Arc::new(self.consumer(&group_id, group.clone(), timeouts, spec.in_flight)?);
         consumer
             .subscribe(&[&topic])
             .map_err(|error| SubscribeError::Refused(format!("subscribe to {topic}: {error}")))?;

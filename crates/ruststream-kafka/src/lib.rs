@@ -68,6 +68,7 @@ mod context;
 mod delay;
 mod deliveries;
 mod error;
+mod fetch;
 mod group;
 mod headers;
 mod inspect;
