@@ -2,6 +2,7 @@
 //! settings (see the crate docs, "Settings from configuration").
 
 use ruststream_core::{Options, Setting, SubscribeError};
+use ruststream_rabbitmq::settings::configured;
 
 use crate::options::{Settle, SubscribeOptions};
 use crate::queue::QueueType;
@@ -24,21 +25,22 @@ pub(crate) fn options(
     options: &Options,
     url: &[Setting],
 ) -> Result<SubscribeOptions, SubscribeError> {
-    let chosen =
-        ruststream_rabbitmq::settings::configured(options, url, SubscribeOptions::new(), apply)?;
+    let chosen = configured(
+        options,
+        url,
+        SubscribeOptions::new(),
+        |o| &mut o.queue,
+        apply,
+    )?;
     Ok(match options.get::<Settle>() {
         Some(settle) => chosen.settle(*settle),
         None => chosen,
     })
 }
 
+/// `options` with `setting` read, one of this adapter's own keys (the queue's are read by
+/// [`configured`]).
 fn apply(options: SubscribeOptions, setting: &Setting) -> Result<SubscribeOptions, SubscribeError> {
-    if let Some(queue) = ruststream_rabbitmq::settings::apply(options.queue, setting) {
-        return Ok(SubscribeOptions {
-            queue: queue?,
-            ..options
-        });
-    }
     Ok(match setting.key.as_str() {
         "credit" => {
             let credit: u32 = setting.number()?;
@@ -72,14 +74,14 @@ mod tests {
     }
 
     #[test]
-    fn the_mount_overrides_the_url_and_typed_options_win() {
+    fn its_keys_and_the_queues_are_read_and_a_typed_settle_wins() {
+        let pairs = [("credit", "64"), ("declare", "quorum"), ("counts", "true")];
+        let got = options(&Options::default(), &url(&pairs)).expect("ok");
+        let want = SubscribeOptions::new()
+            .credit(64)
+            .declare(QueueType::Quorum);
+        assert_eq!(got, want.counts(true));
         let mut mount = Options::default();
-        mount.configure(Setting::new("credit", "8", "env"));
-        let got = options(&mount, &url(&[("credit", "64"), ("declare", "quorum")])).expect("ok");
-        assert_eq!(
-            got,
-            SubscribeOptions::new().credit(8).declare(QueueType::Quorum)
-        );
         mount.insert(SubscribeOptions::new().credit(2));
         mount.insert(Settle::AtMostOnce);
         let got = options(&mount, &url(&[("settle", "at-least-once")])).expect("ok");

@@ -2,6 +2,7 @@
 //! settings (see the crate docs, "Settings from configuration").
 
 use ruststream_core::{Options, Setting, SubscribeError};
+use ruststream_rabbitmq::settings::configured;
 
 use crate::options::SubscribeOptions;
 use crate::queue::QueueType;
@@ -32,16 +33,18 @@ pub(crate) fn options(
     options: &Options,
     url: &[Setting],
 ) -> Result<SubscribeOptions, SubscribeError> {
-    ruststream_rabbitmq::settings::configured(options, url, SubscribeOptions::new(), apply)
+    configured(
+        options,
+        url,
+        SubscribeOptions::new(),
+        |o| &mut o.queue,
+        apply,
+    )
 }
 
+/// `options` with `setting` read, one of this adapter's own keys (the queue's are read by
+/// [`configured`]).
 fn apply(options: SubscribeOptions, setting: &Setting) -> Result<SubscribeOptions, SubscribeError> {
-    if let Some(queue) = ruststream_rabbitmq::settings::apply(options.queue, setting) {
-        return Ok(SubscribeOptions {
-            queue: queue?,
-            ..options
-        });
-    }
     Ok(match setting.key.as_str() {
         "prefetch" => {
             let prefetch: u16 = setting
@@ -73,19 +76,15 @@ mod tests {
     }
 
     #[test]
-    fn the_mount_overrides_the_url_and_typed_options_win() {
-        let mut mount = Options::default();
-        mount.configure(Setting::new("prefetch", "8", "env"));
-        let got = options(&mount, &url(&[("prefetch", "64"), ("declare", "quorum")])).expect("ok");
-        assert_eq!(
-            got,
-            SubscribeOptions::new()
-                .prefetch(8)
-                .declare(QueueType::Quorum)
-        );
-        mount.insert(SubscribeOptions::new().prefetch(2));
-        let got = options(&mount, &url(&[("counts", "true")])).expect("ok");
-        assert_eq!(got, SubscribeOptions::new().prefetch(2));
+    fn its_keys_and_the_queues_are_read() {
+        let pairs = [
+            ("prefetch", "64"),
+            ("declare", "never"),
+            ("dead_letters", "true"),
+        ];
+        let got = options(&Options::default(), &url(&pairs)).expect("ok");
+        let want = SubscribeOptions::new().prefetch(64).never_declare();
+        assert_eq!(got, want.dead_letters(true));
     }
 
     #[test]

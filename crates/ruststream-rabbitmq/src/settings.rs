@@ -11,18 +11,25 @@ use crate::QueueOptions;
 pub const KEYS: [&str; 3] = ["counts", "dead_letters", "delivery_limit"];
 
 /// The options of type `T` a subscription opens with: a typed `T` on the mount wins over
-/// every key; otherwise `apply` makes them from `start` with the settings, the URL's
-/// first and the mount's after (a later key wins). Every setting is read either way: an
-/// unknown key or a bad value is an error naming it.
+/// every key.
+///
+/// Otherwise they are made from `start` with the settings, the URL's first and the
+/// mount's after (a later key wins): a key of [`KEYS`] goes to the [`QueueOptions`] that
+/// `queue` picks out of them, any other key to `other`, the adapter's own. Every setting
+/// is read either way: an unknown key or a bad value is an error naming it.
 pub fn configured<T: Copy + Any + Send + Sync>(
     options: &Options,
     url: &[Setting],
     start: T,
-    apply: impl Fn(T, &Setting) -> Result<T, SubscribeError>,
+    queue: impl Fn(&mut T) -> &mut QueueOptions,
+    other: impl Fn(T, &Setting) -> Result<T, SubscribeError>,
 ) -> Result<T, SubscribeError> {
     let mut configured = start;
     for setting in url.iter().chain(options.settings()) {
-        configured = apply(configured, setting)?;
+        match apply(*queue(&mut configured), setting) {
+            Some(read) => *queue(&mut configured) = read?,
+            None => configured = other(configured, setting)?,
+        }
     }
     Ok(options.get::<T>().copied().unwrap_or(configured))
 }
@@ -74,13 +81,62 @@ mod tests {
         }
     }
 
+    /// Options of a made-up adapter: its own key `credit`, and the queue's.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    struct Subscribe {
+        credit: u32,
+        queue: QueueOptions,
+    }
+
+    impl ruststream_core::BrokerOption for Subscribe {
+        const BROKER: &'static str = "test";
+    }
+
+    const START: Subscribe = Subscribe {
+        credit: 1,
+        queue: QueueOptions::new(),
+    };
+
+    fn subscribe(mount: &Options, url: &[Setting]) -> Result<Subscribe, SubscribeError> {
+        let other = |o: Subscribe, s: &Setting| match s.key.as_str() {
+            "credit" => Ok(Subscribe {
+                credit: s.number()?,
+                ..o
+            }),
+            _ => Err(s.unknown("test", &["credit"])),
+        };
+        configured(mount, url, START, |o| &mut o.queue, other)
+    }
+
     #[test]
-    fn a_later_setting_wins() {
+    fn the_mount_overrides_the_url() {
         let mut mount = Options::default();
         mount.configure(Setting::new("delivery_limit", "8", "env"));
-        let url = [Setting::new("delivery_limit", "3", "url")];
-        let apply = |o, s: &Setting| apply(o, s).unwrap_or_else(|| Err(s.unknown("test", &KEYS)));
-        let got = configured(&mount, &url, QueueOptions::new(), apply).expect("ok");
-        assert_eq!(got, QueueOptions::new().delivery_limit(8));
+        mount.configure(Setting::new("credit", "5", "env"));
+        let url = [
+            Setting::new("delivery_limit", "3", "url"),
+            Setting::new("counts", "true", "url"),
+            Setting::new("credit", "64", "url"),
+        ];
+        let got = subscribe(&mount, &url).expect("ok");
+        let queue = QueueOptions::new().delivery_limit(8).counts(true);
+        assert_eq!(got, Subscribe { credit: 5, queue });
+    }
+
+    #[test]
+    fn typed_options_win_and_every_setting_is_read() {
+        let mut mount = Options::default();
+        let typed = Subscribe { credit: 2, ..START };
+        mount.insert(typed);
+        let url = [Setting::new("counts", "true", "url")];
+        assert_eq!(subscribe(&mount, &url).expect("ok"), typed);
+        for (key, says) in [
+            ("prefetch", "unknown key"),
+            ("dead_letters", "true or false"),
+        ] {
+            let url = [Setting::new(key, "many", "url")];
+            let error = subscribe(&mount, &url).expect_err("refused");
+            assert!(error.to_string().contains(says), "{key}: {error}");
+        }
     }
 }
