@@ -7,7 +7,7 @@ use ruststream_core::{Options, Setting, SubscribeError};
 
 use crate::QueueOptions;
 
-/// The keys [`apply`] reads.
+/// The keys [`configured`] reads into the queue's options.
 pub const KEYS: [&str; 3] = ["counts", "dead_letters", "delivery_limit"];
 
 /// The options of type `T` a subscription opens with: a typed `T` on the mount wins over
@@ -35,10 +35,7 @@ pub fn configured<T: Copy + Any + Send + Sync>(
 }
 
 /// `options` with `setting` read, where it is one of [`KEYS`]; `None` for another key.
-pub fn apply(
-    options: QueueOptions,
-    setting: &Setting,
-) -> Option<Result<QueueOptions, SubscribeError>> {
+fn apply(options: QueueOptions, setting: &Setting) -> Option<Result<QueueOptions, SubscribeError>> {
     let read = || {
         Ok(match setting.key.as_str() {
             "counts" => options.counts(setting.flag()?),
