@@ -135,7 +135,7 @@ async fn raw(servers: &str, topic: &str, n: usize, every: usize, sync: bool) -> 
             serde_json::from_slice(record.payload().unwrap_or_default()).expect("json");
         std::hint::black_box((order.id, order.pad.len()));
         if every == 1 {
-            let asked = std::time::Instant::now();
+            let asked = Instant::now();
             consumer
                 .commit_message(&record, CommitMode::Sync)
                 .expect("commit");
@@ -143,7 +143,7 @@ async fn raw(servers: &str, topic: &str, n: usize, every: usize, sync: bool) -> 
         } else {
             consumer.store_offset_from_message(&record).expect("store");
             if i % every == 0 && sync {
-                let asked = std::time::Instant::now();
+                let asked = Instant::now();
                 consumer
                     .commit_consumer_state(CommitMode::Sync)
                     .expect("commit");
