@@ -115,6 +115,48 @@ async fn a_delayed_retry_comes_back_from_its_delay_topic_as_the_next_attempt() {
     broker.close().await;
 }
 
+/// How much later than its delay a copy may come back here: the mover's fetch after
+/// the copy is due, its publish back, and the mount's next fetch. nisshi answers a fetch
+/// by looking at its storage again after half the time left of the fetch's wait
+/// (librdkafka's `fetch.wait.max.ms`, 500 ms), so the mount's fetch alone may take up to
+/// 500 ms there; Kafka answers a waiting fetch when a record arrives.
+const LATE: Duration = Duration::from_millis(900);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_delayed_retry_of_a_partition_comes_back_soon_after_its_delay() {
+    // The mover pauses the delay topic's partition until its head is due, then reads
+    // it again: a partition resumed without waking librdkafka's fetcher waited up to
+    // a second more (1 round in 10 or so).
+    let broker = broker().await;
+    let topic = topic_with(&broker, &["again"]).await;
+    let mut deliveries = subscribe(&broker, &topic).await;
+    let mut delivery = next(&mut deliveries, Duration::from_secs(20)).await;
+    let delay = Duration::from_millis(1500);
+    let mut late = Vec::new();
+    for round in 0..16 {
+        let parked = Instant::now();
+        delivery
+            .settle(Settlement::RequeueAfter(delay))
+            .await
+            .expect("parked");
+        delivery = next(&mut deliveries, Duration::from_secs(20)).await;
+        // The first copy also waits for the mover to join its group and be given the
+        // new delay topic.
+        if round > 0 {
+            late.push(parked.elapsed().saturating_sub(delay));
+        }
+    }
+    eprintln!("later than the delay: {late:?}");
+    let latest = late.iter().max().copied().unwrap_or_default();
+    assert!(
+        latest < LATE,
+        "a copy came back {latest:?} after its delay; all: {late:?}"
+    );
+    delivery.settle(Settlement::Accept).await.expect("accepted");
+    drop(deliveries);
+    broker.close().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shorter_delay_does_not_wait_behind_a_longer_one() {
     let broker = broker().await;

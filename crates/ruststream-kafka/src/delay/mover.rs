@@ -203,18 +203,21 @@ impl Mover {
                 continue;
             }
             self.paused.remove(&key);
-            // A seek while paused sets where the fetch starts again; what was fetched
-            // before is dropped by librdkafka.
+            // Resumed first, then sought back to the copy: librdkafka's fetcher is woken
+            // by the seek, not by the resume, so a seek made first could wake it while
+            // the partition was still paused, and it then slept up to a second before
+            // looking again (seen in its debug log). What was fetched before the seek is
+            // dropped by librdkafka.
+            let mut list = TopicPartitionList::new();
+            list.add_partition(&key.0, key.1);
+            if let Err(error) = self.consumer.resume(&list) {
+                tracing::debug!(topic = %key.0, %error, "kafka: resume failed");
+            }
             if let Err(error) =
                 self.consumer
                     .seek(&key.0, key.1, Offset::Offset(offset), Duration::ZERO)
             {
                 tracing::debug!(topic = %key.0, %error, "kafka: seek failed");
-            }
-            let mut list = TopicPartitionList::new();
-            list.add_partition(&key.0, key.1);
-            if let Err(error) = self.consumer.resume(&list) {
-                tracing::debug!(topic = %key.0, %error, "kafka: resume failed");
             }
         }
     }
