@@ -8,12 +8,14 @@ use std::time::Duration;
 use ruststream_core::{Broker, SubscribeError, SubscribeSpec};
 use tokio::task::JoinSet;
 
-use crate::dispatch::{AfterSettle, Deferred, Runtime, Shutdown};
+use crate::deferred::Deferred;
+use crate::dispatch::{AfterSettle, Runtime};
 use crate::extract::{AppContext, ExtractError};
 use crate::mount::{DelayedLimit, Mount};
 use crate::publisher::Publisher;
 use crate::router::Router;
 use crate::settled::Settled;
+use crate::shutdown::Shutdown;
 use crate::target::PublishTarget;
 
 /// Why a service did not run to a clean stop.

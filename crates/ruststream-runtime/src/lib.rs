@@ -45,6 +45,8 @@ mod app;
 #[cfg(feature = "asyncapi")]
 pub mod asyncapi;
 pub mod codec;
+mod dead_letter;
+mod deferred;
 mod dispatch;
 pub mod extract;
 pub mod handler;
@@ -58,11 +60,13 @@ pub mod observe;
 mod outcome;
 mod policy;
 pub mod publisher;
+mod refused;
 mod reply;
 mod router;
 #[cfg(feature = "asyncapi")]
 mod schema;
 pub mod settled;
+mod shutdown;
 mod signals;
 mod target;
 #[cfg(feature = "memory")]

@@ -115,7 +115,7 @@ pub struct Mount {
     pub(crate) timeout: Option<Duration>,
     pub(crate) on_timeout: Policy,
     pub(crate) reply_to: Option<Address>,
-    pub(crate) allow_reply_to: Option<crate::reply::ReplyFilter>,
+    pub(crate) allow_reply_to: Option<ReplyFilter>,
     pub(crate) options: Options,
     pub(crate) layers: crate::layer::Layers,
     #[cfg(feature = "asyncapi")]
@@ -281,7 +281,7 @@ impl Mount {
     /// # let _ = mount;
     /// ```
     pub fn allow_reply_to(mut self, filter: impl Fn(&str) -> bool + Send + Sync + 'static) -> Self {
-        self.allow_reply_to = Some(crate::reply::ReplyFilter(Arc::new(filter)));
+        self.allow_reply_to = Some(ReplyFilter(Arc::new(filter)));
         self
     }
 
@@ -395,5 +395,16 @@ impl DelayedLimit {
     /// The bound on their bytes.
     pub fn max_bytes(&self) -> usize {
         self.bytes
+    }
+}
+
+/// Which `reply-to` addresses a mount answers (see
+/// [`Mount::allow_reply_to`](crate::Mount::allow_reply_to)).
+#[derive(Clone)]
+pub(crate) struct ReplyFilter(pub(crate) Arc<dyn Fn(&str) -> bool + Send + Sync>);
+
+impl fmt::Debug for ReplyFilter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ReplyFilter")
     }
 }

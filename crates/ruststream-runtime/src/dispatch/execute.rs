@@ -12,8 +12,8 @@ use ruststream_core::{
 };
 
 use super::Runtime;
-use super::dead_letter::Why;
-use super::deferred::DelayedCopy;
+use crate::dead_letter::Why;
+use crate::deferred::DelayedCopy;
 use crate::layer::{Republish, Visits};
 use crate::settled::SettleError;
 
@@ -34,7 +34,7 @@ fn hand_back_after(delivery: Delivery, after: Duration, from: &Address, runtime:
 
 /// A copy the broker will never take (too large once its headers are added): the
 /// original is kept unsettled, longer at each refusal of the same message
-/// ([`Refused`](super::refused::Refused)), and handed back, so that nothing is lost and
+/// ([`Refused`](crate::refused::Refused)), and handed back, so that nothing is lost and
 /// the consumer does not spin on it.
 fn refused_for_good(delivery: Delivery, error: &PublishError, from: &Address, runtime: &Runtime) {
     let keep = runtime.refused.keep_for(from, &error.message);
@@ -46,7 +46,7 @@ fn refused_for_good(delivery: Delivery, error: &PublishError, from: &Address, ru
     tracing::error!(
         subscription = %from,
         to = %error.address,
-        message_id = %super::deferred::message_id(&error.message),
+        message_id = %crate::deferred::message_id(&error.message),
         error = %error.kind,
         handed_back_in = ?keep,
         "{what} refused for good: the original is kept unsettled, then handed back to the broker"
@@ -115,7 +115,7 @@ pub(super) fn execute(
             }
         }
         None => {
-            super::dead_letter::mark(&mut message, why);
+            crate::dead_letter::mark(&mut message, why);
             Republish::DeadLetter
         }
     };

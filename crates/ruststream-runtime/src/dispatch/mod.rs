@@ -1,13 +1,8 @@
 //! Running handlers over subscriptions: the per-mount loops.
 
-mod dead_letter;
-mod deferred;
 mod execute;
-mod refused;
-mod reply;
 mod sequential;
 mod shared;
-mod shutdown;
 mod worker;
 
 use std::sync::Arc;
@@ -17,12 +12,12 @@ use ruststream_core::{DeliveryStream, Publish};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
+use crate::deferred::Deferred;
 use crate::extract::AppContext;
 use crate::mount::Concurrency;
 use crate::settled::Settled;
+use crate::shutdown::Shutdown;
 
-pub(crate) use deferred::Deferred;
-pub(crate) use shutdown::Shutdown;
 #[cfg(feature = "prometheus")]
 pub(crate) use worker::broker_dead_letters;
 pub(crate) use worker::{NoLayers, Process, Worker};
@@ -41,7 +36,7 @@ pub(crate) struct Runtime {
     pub(crate) shutdown: Shutdown,
     pub(crate) deferred: Arc<Deferred>,
     /// The messages whose copy the broker refused for good, lately.
-    pub(crate) refused: refused::Refused,
+    pub(crate) refused: crate::refused::Refused,
     pub(crate) in_flight: AtomicUsize,
     /// How many bare settlements the broker lets trail behind a mount, if it declares a
     /// number ([`Concurrency::trailing`] shares it among a mount's loops).

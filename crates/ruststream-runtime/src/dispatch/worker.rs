@@ -12,8 +12,8 @@ use ruststream_core::{
 };
 
 use super::Runtime;
-use super::dead_letter::Why;
 use super::execute::execute;
+use crate::dead_letter::Why;
 use crate::extract::Context;
 use crate::handler::Handler;
 use crate::layer::{Stack, Visits};
@@ -423,7 +423,7 @@ impl<H: Handler<M>, M: 'static, L: Layers> Worker<H, M, L> {
 
     /// Whether the loop takes nothing more from its stream (see [`Shutdown::ends`]).
     ///
-    /// [`Shutdown::ends`]: super::Shutdown::ends
+    /// [`Shutdown::ends`]: crate::shutdown::Shutdown::ends
     #[inline(always)]
     pub(super) fn stopped(&self) -> bool {
         self.runtime.shutdown.ends(self.mount.drains)
@@ -474,7 +474,7 @@ impl<H: Handler<M>, M: 'static, L: Layers> Worker<H, M, L> {
     ) {
         let (mut outcome, mut plan) = (outcome, plan);
         if let Some(reply) = outcome.reply.take()
-            && super::reply::send(reply, &delivery, &self.mount, &self.runtime.app)
+            && crate::reply::send(reply, &delivery, &self.mount, &self.runtime.app)
                 .await
                 .is_err()
         {

@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 
 use ruststream_core::{AckError, Address, BoxFuture, Delivery, Facts, Plan, Settlement, Verdict};
 
-use super::super::dead_letter::Why;
 use super::super::execute::{Execution, execute};
 use super::super::worker::{Layers, Process, Worker, bare};
 use super::behind::Behind;
+use crate::dead_letter::Why;
 use crate::handler::Handler;
 use crate::layer::Visits;
 use crate::outcome::{After, Outcome};

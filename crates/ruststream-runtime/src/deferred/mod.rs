@@ -250,7 +250,7 @@ fn size_of(message: &Message) -> usize {
             .sum::<usize>()
 }
 
-pub(super) fn message_id(message: &Message) -> String {
+pub(crate) fn message_id(message: &Message) -> String {
     message
         .headers
         .get_str(MESSAGE_ID)
