@@ -8,7 +8,7 @@ use std::task::{Context, Poll};
 
 use ruststream_core::{ConsumeError, Delivery, DeliveryStream};
 use tokio::sync::Notify;
-use tokio::sync::futures::{Notified, OwnedNotified};
+use tokio::sync::futures::Notified;
 
 #[derive(Default)]
 pub(crate) struct Shutdown {
@@ -43,11 +43,6 @@ impl Shutdown {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .get_or_insert(reason);
         self.trigger();
-    }
-
-    /// A notification of the next stop, for a loop that keeps it armed.
-    pub(crate) fn notified_owned(&self) -> OwnedNotified {
-        self.notify.clone().notified_owned()
     }
 
     #[inline]
@@ -107,7 +102,7 @@ pin_project_lite::pin_project! {
 impl Future for Next<'_> {
     type Output = Option<Result<Delivery, ConsumeError>>;
 
-    #[inline]
+    #[inline(always)]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         let drains = *this.drains;

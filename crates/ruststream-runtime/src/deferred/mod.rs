@@ -18,7 +18,6 @@ use std::time::Duration;
 
 use ruststream_core::{Address, MESSAGE_ID, Message, Publish};
 use tokio::sync::Notify;
-use tokio::sync::futures::OwnedNotified;
 
 use crate::layer::Sents;
 use crate::mount::DelayedLimit;
@@ -198,12 +197,6 @@ impl Deferred {
     #[inline]
     pub(crate) fn is_full(&self) -> bool {
         self.full.load(Ordering::Acquire)
-    }
-
-    /// Completes when there may be room again (look at [`Deferred::is_full`] after
-    /// arming it).
-    pub(crate) fn room_owned(&self) -> OwnedNotified {
-        self.room.clone().notified_owned()
     }
 
     /// Waits until the copies are below their bound.

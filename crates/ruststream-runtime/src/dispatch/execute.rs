@@ -1,14 +1,11 @@
 //! Carrying out a plan: the copy, then the original's settlement.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use ruststream_core::{
-    AckError, Address, BoxFuture, Capabilities, Delivery, HeaderValue, Message, Original, Plan,
-    PublishError, RETRY_COUNT, Settlement, Settling,
+    AckError, Address, Capabilities, Delivery, HeaderValue, Message, Original, Plan, PublishError,
+    RETRY_COUNT, Settlement, Settling,
 };
 
 use super::Runtime;
@@ -54,26 +51,7 @@ fn refused_for_good(delivery: Delivery, error: &PublishError, from: &Address, ru
     hand_back_after(delivery, keep, from, runtime);
 }
 
-/// The execution of a plan: a bare settlement (which allocates nothing), or the slower
-/// path with a copy to publish.
-pub(super) enum Execution {
-    Settle(Settling),
-    Copy(BoxFuture<'static, Result<(), SettleError>>),
-}
-
-impl Future for Execution {
-    type Output = Result<(), SettleError>;
-
-    #[inline]
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.get_mut() {
-            Self::Settle(settling) => Pin::new(settling).poll(cx).map_err(SettleError::Ack),
-            Self::Copy(future) => future.as_mut().poll(cx),
-        }
-    }
-}
-
-/// Starts executing `plan` for `delivery`.
+/// Carries out `plan` for `delivery`.
 ///
 /// The delivery's visits see the copy before it goes out, and are told whether it did.
 /// An immediate copy is published before the original is settled; if it cannot be
@@ -85,21 +63,17 @@ impl Future for Execution {
 ///
 /// An outcome the form cannot carry out ([`Original::Unsupported`]) leaves the delivery
 /// as it is: on a form that settles, unsettled for a while and then handed back.
-#[inline]
-pub(super) fn execute(
+pub(super) async fn execute(
     delivery: Delivery,
     plan: &Plan,
     capabilities: &Capabilities,
     runtime: &Arc<Runtime>,
     why: &Why<'_>,
     visits: &Visits,
-) -> Execution {
+) -> Result<(), SettleError> {
     let settles = capabilities.settles;
     let Some(copy) = &plan.copy else {
-        return Execution::Settle(
-            settle_now(delivery, plan.original, settles, why.from, runtime)
-                .unwrap_or_else(|error| Settling::done(Err(error))),
-        );
+        return Ok(settle_now(delivery, plan.original, settles, why.from, runtime)?.await?);
     };
     let original = plan.original;
     let mut message: Message = delivery.to_message();
@@ -122,9 +96,8 @@ pub(super) fn execute(
     let (to, delay) = (copy.to.clone(), copy.delay);
     let sents = visits.publishes(republish, &to, &mut message);
     let moves = capabilities.moves;
-    let runtime = runtime.clone();
     let subscription = why.from.clone();
-    Execution::Copy(Box::pin(async move {
+    {
         if let (true, None, Original::Settle(settlement)) = (moves, delay, original) {
             // The copy and the original's settlement in one step where the form can: both
             // are done or neither, and where neither was, the copy is published and the
@@ -147,7 +120,7 @@ pub(super) fn execute(
             if let Err(error) = runtime.publish.publish(to.clone(), message).await {
                 if !error.kind.is_transient() {
                     sents.tell(Err(&error));
-                    refused_for_good(delivery, &error, &subscription, &runtime);
+                    refused_for_good(delivery, &error, &subscription, runtime);
                     return Err(error.into());
                 }
                 // The copy is owed: tried again with back-off while the original stays
@@ -184,7 +157,7 @@ pub(super) fn execute(
                 }));
             }
             sents.tell(Ok(()));
-            return Ok(settle_now(delivery, original, settles, &subscription, &runtime)?.await?);
+            return Ok(settle_now(delivery, original, settles, &subscription, runtime)?.await?);
         };
         // Once the original is settled the delayed copy is the message: one the broker is
         // known to refuse for good would be lost. The original stays with the broker.
@@ -197,10 +170,10 @@ pub(super) fn execute(
                 message,
             };
             sents.tell(Err(&error));
-            refused_for_good(delivery, &error, &subscription, &runtime);
+            refused_for_good(delivery, &error, &subscription, runtime);
             return Err(error.into());
         }
-        let settled = match settle_now(delivery, original, settles, &subscription, &runtime) {
+        let settled = match settle_now(delivery, original, settles, &subscription, runtime) {
             Ok(settling) => settling.await,
             Err(error) => Err(error),
         };
@@ -218,7 +191,7 @@ pub(super) fn execute(
             .deferred
             .schedule_copy(delay, copy, runtime.publish.clone());
         Ok(settled?)
-    }))
+    }
 }
 
 /// Carries out `original` on the delivery: a settlement to await

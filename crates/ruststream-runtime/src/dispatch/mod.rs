@@ -1,7 +1,8 @@
 //! Running handlers over subscriptions: the per-mount loops.
 
+mod behind;
 mod execute;
-mod sequential;
+mod run;
 mod shared;
 mod worker;
 
@@ -18,9 +19,10 @@ use crate::mount::Concurrency;
 use crate::settled::Settled;
 use crate::shutdown::Shutdown;
 
+pub(crate) use run::Process;
 #[cfg(feature = "prometheus")]
 pub(crate) use worker::broker_dead_letters;
-pub(crate) use worker::{NoLayers, Process, Worker};
+pub(crate) use worker::{NoLayers, Worker};
 
 pub(crate) type AfterSettle = Arc<dyn Fn(&Settled) + Send + Sync>;
 
@@ -80,7 +82,9 @@ pub(crate) fn loops<W: Process>(
                 let shutdown = &worker.runtime().shutdown;
                 let drains = worker.drains();
                 while let Some(item) = {
-                    room(worker.runtime()).await;
+                    if worker.runtime().deferred.is_full() {
+                        room(worker.runtime()).await;
+                    }
                     shutdown.next(&mut deliveries, drains).await
                 } {
                     let delivery = match item {
@@ -100,13 +104,12 @@ pub(crate) fn loops<W: Process>(
     }
 }
 
-/// Waits while the delayed copies are at their bound (see [`Deferred`]), or until the
-/// service stops.
-async fn room(runtime: &Runtime) {
-    if runtime.deferred.is_full() {
-        tokio::select! {
-            () = runtime.deferred.wait_room() => {}
-            () = runtime.shutdown.wait() => {}
-        }
+/// Waits while the delayed copies are at their bound (see [`Deferred`]); `false`: the
+/// service stops first.
+async fn room(runtime: &Runtime) -> bool {
+    tokio::select! {
+        biased;
+        () = runtime.deferred.wait_room() => true,
+        () = runtime.shutdown.wait() => false,
     }
 }

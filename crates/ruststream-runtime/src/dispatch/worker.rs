@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ruststream_core::{
-    Address, BoxFuture, Capabilities, ConsumeError, Declaration, Delivery, DeliveryStream, Facts,
-    MESSAGE_ID, Original, Plan, Settlement, Verdict, decide,
+    Address, BoxFuture, Capabilities, Declaration, Delivery, Facts, MESSAGE_ID, Original, Plan,
+    Settlement, Verdict, decide,
 };
 
 use super::Runtime;
@@ -38,6 +38,36 @@ pub(crate) struct Worker<H, M, L> {
     marker: PhantomData<fn() -> M>,
 }
 
+/// What the hooks and the delivery's visits learn once its settlement is over.
+pub(super) struct Report {
+    pub(super) address: Address,
+    pub(super) attempt: u32,
+    pub(super) verdict: Verdict,
+    pub(super) cause: Cause,
+    pub(super) plan: Plan,
+    pub(super) after: Option<crate::outcome::After>,
+    pub(super) visits: Visits,
+    pub(super) elapsed: Option<Duration>,
+}
+
+impl Report {
+    fn settled(
+        self,
+        result: Result<(), SettleError>,
+    ) -> (Settled, Option<crate::outcome::After>, Visits) {
+        let settled = Settled {
+            address: self.address,
+            attempt: self.attempt,
+            verdict: self.verdict,
+            cause: self.cause,
+            plan: self.plan,
+            result,
+            elapsed: self.elapsed,
+        };
+        (settled, self.after, self.visits)
+    }
+}
+
 /// A mount's middleware as the loop sees it: none ([`NoLayers`], for a mount without
 /// layers) or the mount's [`Stack`].
 pub(crate) trait Layers: Send + Sync + 'static {
@@ -60,28 +90,6 @@ impl Layers for Arc<Stack> {
     fn stack(&self) -> Option<&Stack> {
         Some(self)
     }
-}
-
-/// A mount's handler, type-erased for the loops: what they need to run it.
-pub(crate) trait Process: Send + Sync + 'static {
-    fn runtime(&self) -> &Arc<Runtime>;
-
-    /// Whether the mount's subscription drains at a graceful stop (its loops handle
-    /// what the stream still yields).
-    fn drains(&self) -> bool;
-
-    /// Reports an error of the subscription (it goes on).
-    fn report(&self, error: &ConsumeError);
-
-    /// The loop that handles `deliveries` one at a time, in order, with up to `trailing`
-    /// bare settlements under way behind it: every concurrency runs this one loop (a
-    /// mount with workers runs `n` of them over one subscription, one with lanes one per
-    /// lane).
-    fn sequential(
-        self: Arc<Self>,
-        deliveries: DeliveryStream,
-        trailing: usize,
-    ) -> BoxFuture<'static, ()>;
 }
 
 impl<H: Handler<M>, M: 'static, L: Layers> Worker<H, M, L> {
@@ -170,15 +178,25 @@ impl<H: Handler<M>, M: 'static, L: Layers> Worker<H, M, L> {
         }
     }
 
-    /// Tells the delivery's visits of `settled`, runs the service's hooks on it and
-    /// starts the outcome's `and_after`, whose future is all that lives on (kept out of
-    /// the handling future, which stays small).
-    #[inline(never)]
-    pub(super) fn after_settled(
+    /// Reports a settlement that is over: its failure logged; where someone learns of
+    /// it (`report`), the delivery's visits and the service's hooks told, and the
+    /// outcome's `and_after` started, whose future is all that lives on.
+    #[inline]
+    pub(super) fn settled(
         &self,
-        settled: Settled,
-        after: Option<crate::outcome::After>,
-        visits: &Visits,
+        result: Result<(), SettleError>,
+        report: Option<Report>,
+    ) -> Option<BoxFuture<'static, ()>> {
+        if let Err(error) = &result {
+            self.settlement_failed(error);
+        }
+        report.and_then(|report| self.told(report.settled(result)))
+    }
+
+    #[inline(never)]
+    fn told(
+        &self,
+        (settled, after, visits): (Settled, Option<crate::outcome::After>, Visits),
     ) -> Option<BoxFuture<'static, ()>> {
         visits.settled(&settled);
         for hook in &self.runtime.after_settle {
@@ -421,19 +439,6 @@ impl<H: Handler<M>, M: 'static, L: Layers> Worker<H, M, L> {
         self.capabilities
     }
 
-    /// Whether the loop takes nothing more from its stream (see [`Shutdown::ends`]).
-    ///
-    /// [`Shutdown::ends`]: crate::shutdown::Shutdown::ends
-    #[inline(always)]
-    pub(super) fn stopped(&self) -> bool {
-        self.runtime.shutdown.ends(self.mount.drains)
-    }
-
-    /// The mount.
-    pub(super) fn mount(&self) -> &Mount {
-        &self.mount
-    }
-
     /// The mount's handler time limit, if it has one.
     #[inline(always)]
     pub(super) fn timeout(&self) -> Option<std::time::Duration> {
@@ -460,19 +465,18 @@ impl<H: Handler<M>, M: 'static, L: Layers> Worker<H, M, L> {
         self.policy(self.mount.on_panic, Cause::Panic(message), delivery)
     }
 
-    /// Settles as `plan` says when there is more to it than a settlement: a reply, a
-    /// copy, hooks or an `and_after` to run. `elapsed`: how long the handler ran, where
-    /// it ran and was timed.
+    /// Carries out `plan` for `delivery` when there is more to it than a settlement
+    /// (a reply, a copy, an `and_after`) and reports it. `elapsed`: how long the handler
+    /// ran, where it ran and was timed.
     pub(super) async fn finish(
         &self,
         delivery: Delivery,
-        (outcome, cause): (Outcome, Cause),
+        (mut outcome, cause): (Outcome, Cause),
         facts: Facts,
-        plan: Plan,
+        mut plan: Plan,
         visits: Visits,
         elapsed: Option<Duration>,
     ) {
-        let (mut outcome, mut plan) = (outcome, plan);
         if let Some(reply) = outcome.reply.take()
             && crate::reply::send(reply, &delivery, &self.mount, &self.runtime.app)
                 .await
@@ -483,8 +487,7 @@ impl<H: Handler<M>, M: 'static, L: Layers> Worker<H, M, L> {
             outcome.verdict = ruststream_core::Verdict::Retry;
             plan = self.plan(&delivery, facts, &outcome, &cause);
         }
-        let watched = outcome.after.is_some() || self.watched();
-        let address = watched.then(|| delivery.address().clone());
+        let address = (outcome.after.is_some() || self.watched).then(|| delivery.address().clone());
         let why = Why {
             from: &self.mount.address,
             attempt: facts.attempt,
@@ -501,22 +504,17 @@ impl<H: Handler<M>, M: 'static, L: Layers> Worker<H, M, L> {
             &visits,
         )
         .await;
-        if let Err(error) = &result {
-            self.settlement_failed(error);
-        }
-        let Some(address) = address else {
-            return;
-        };
-        let settled = Settled {
+        let report = address.map(|address| Report {
             address,
             attempt: facts.attempt,
             verdict: outcome.verdict,
             cause,
             plan,
-            result,
+            after: outcome.after,
+            visits,
             elapsed,
-        };
-        if let Some(after) = self.after_settled(settled, outcome.after, &visits) {
+        });
+        if let Some(after) = self.settled(result, report) {
             after.await;
         }
     }
