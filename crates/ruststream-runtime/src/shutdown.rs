@@ -104,27 +104,41 @@ impl Future for Next<'_> {
 
     #[inline(always)]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut this = self.project();
-        let drains = *this.drains;
-        if this.shutdown.ends(drains) {
+        let this = self.project();
+        let shutdown = *this.shutdown;
+        shutdown.poll_next(this.stream, *this.drains, this.stop, cx)
+    }
+}
+
+impl Shutdown {
+    /// [`Shutdown::next`] for a loop that keeps its `stop` notification armed (it is
+    /// armed once the stream has nothing ready).
+    #[inline(always)]
+    pub(crate) fn poll_next<'a>(
+        &'a self,
+        stream: &mut DeliveryStream,
+        drains: bool,
+        mut stop: Pin<&mut Option<Notified<'a>>>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Delivery, ConsumeError>>> {
+        if self.ends(drains) {
             return Poll::Ready(None);
         }
-        if let Poll::Ready(item) = this.stream.as_mut().poll_next(cx) {
+        if let Poll::Ready(item) = stream.as_mut().poll_next(cx) {
             return Poll::Ready(item);
         }
-        if this.stop.is_none() {
-            this.stop.set(Some(this.shutdown.notify.notified()));
+        if stop.is_none() {
+            stop.set(Some(self.notify.notified()));
             // A stop between the first look and arming is seen here.
-            if this.shutdown.ends(drains) {
+            if self.ends(drains) {
                 return Poll::Ready(None);
             }
         }
-        let notified = this
-            .stop
+        let notified = stop
             .as_pin_mut()
             .is_some_and(|stop| stop.poll(cx).is_ready());
         // A draining stream is waited on until it ends (its poll above is armed).
-        if notified && this.shutdown.ends(drains) {
+        if notified && self.ends(drains) {
             Poll::Ready(None)
         } else {
             Poll::Pending

@@ -15,15 +15,16 @@
 
 use std::future::{Future, poll_fn};
 use std::panic::AssertUnwindSafe;
-use std::pin::Pin;
+use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 use std::time::{Duration, Instant};
 
 use ruststream_core::{
     AckError, BoxFuture, ConsumeError, Delivery, DeliveryStream, Facts, Plan, Settling,
 };
+use tokio::sync::futures::Notified;
 use tokio::time::Sleep;
 
 use super::Runtime;
@@ -118,55 +119,48 @@ async fn run<H: Handler<M>, M: 'static, L: Layers>(
     let mut behind = Behind::new(trailing);
     let mut visits = Visits::default();
     let mut budget = BUDGET;
+    // Kept in place across deliveries: the stop notification (armed once the stream has
+    // nothing ready), the handler's future, and its time limit (armed once the handler
+    // waits on something, where the mount has one).
+    let mut stop = pin!(None);
+    let mut running = pin!(None::<H::Future>);
+    let mut deadline = pin!(None::<Sleep>);
     loop {
-        if budget == 0 {
-            budget = BUDGET;
-            let mut yielded = false;
-            poll_fn(|cx| {
-                if std::mem::replace(&mut yielded, true) {
-                    return Poll::Ready(());
+        let ready = poll_fn(|cx| {
+            let (stop, running) = (stop.as_mut(), running.as_mut());
+            let taking = (&mut deliveries, stop, &mut budget);
+            ready(worker, taking, running, &mut visits, cx)
+        });
+        let (left, counted) = match behind.beside(ready, over).await {
+            Turn::End => break,
+            Turn::Full => {
+                if !behind.beside(super::room(runtime), over).await {
+                    break;
                 }
-                cx.waker().wake_by_ref();
-                Poll::Pending
-            })
-            .await;
-        }
-        if runtime.deferred.is_full() && !behind.beside(super::room(runtime), over).await {
-            break;
-        }
-        let next = runtime.shutdown.next(&mut deliveries, worker.mount.drains);
-        let delivery = match behind.beside(next, over).await {
-            Some(Ok(delivery)) => delivery,
-            Some(Err(error)) => {
-                worker.report(&error);
                 continue;
             }
-            None => break,
-        };
-        budget -= 1;
-        let counted = InFlight::new(&runtime.in_flight);
-        let mut started = None;
-        let decided = match worker.start(&delivery, &mut visits) {
-            Ok(future) => {
-                if worker.watched() {
-                    started = Some(Instant::now());
-                }
+            Turn::Left(left, counted) => (left, counted),
+            Turn::Waiting(delivery, started, counted) => {
                 let handling = Handling {
                     worker,
                     delivery: &delivery,
                     visits: &visits,
-                    running: Some(future),
-                    deadline: None,
+                    running: running.as_mut(),
+                    deadline: deadline.as_mut(),
                 };
-                behind.beside(handling, over).await
+                let decided = behind.beside(handling, over).await;
+                deadline.set(None);
+                // `fail_fast`: the delivery is dropped unsettled, for the broker.
+                let Some(decided) = decided else {
+                    break;
+                };
+                (
+                    settle(worker, delivery, decided, &mut visits, started),
+                    counted,
+                )
             }
-            Err(decided) => decided,
         };
-        // `fail_fast`: the delivery is dropped unsettled, for the broker to hand back.
-        let Some(decided) = decided else {
-            break;
-        };
-        match settle(worker, delivery, decided, &mut visits, started) {
+        match left {
             Left::Done => {}
             Left::Settling(settling, report) => {
                 behind.settle(settling, (report, counted), over).await;
@@ -186,6 +180,79 @@ async fn run<H: Handler<M>, M: 'static, L: Layers>(
         }
     }
     behind.end(over).await;
+}
+
+/// Where the loop's ready deliveries leave it.
+enum Turn<'a> {
+    /// It takes no more deliveries.
+    End,
+    /// The delayed copies are at their bound: it waits for room.
+    Full,
+    /// A delivery whose handler waits on something (its future in the loop's place for
+    /// it), with when it was called (where it is timed).
+    Waiting(Delivery, Option<Instant>, InFlight<'a>),
+    /// A delivery whose settlement is left to wait on.
+    Left(Left, InFlight<'a>),
+}
+
+/// Handles the deliveries that are ready, in place: each handler that finishes at once,
+/// and each bare settlement done at once, goes through here without a move into the
+/// loop's future (the bench's hot path). Comes back with the first delivery that has
+/// something to wait on, or the end; yields every [`BUDGET`] deliveries.
+#[inline(always)]
+fn ready<'a, H: Handler<M>, M: 'static, L: Layers>(
+    worker: &'a Worker<H, M, L>,
+    (deliveries, mut stop, budget): (&mut DeliveryStream, Pin<&mut Option<Notified<'a>>>, &mut u8),
+    mut running: Pin<&mut Option<H::Future>>,
+    visits: &mut Visits,
+    cx: &mut Context<'_>,
+) -> Poll<Turn<'a>> {
+    let runtime = &*worker.runtime;
+    loop {
+        if *budget == 0 {
+            *budget = BUDGET;
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        if runtime.deferred.is_full() {
+            return Poll::Ready(Turn::Full);
+        }
+        let next = runtime
+            .shutdown
+            .poll_next(deliveries, worker.mount.drains, stop.as_mut(), cx);
+        let delivery = match ready!(next) {
+            Some(Ok(delivery)) => delivery,
+            Some(Err(error)) => {
+                worker.report(&error);
+                continue;
+            }
+            None => return Poll::Ready(Turn::End),
+        };
+        *budget -= 1;
+        let counted = InFlight::new(&runtime.in_flight);
+        let mut started = None;
+        let decided = match worker.start(&delivery, visits) {
+            Ok(future) => {
+                if worker.watched() {
+                    started = Some(Instant::now());
+                }
+                running.set(Some(future));
+                match poll(running.as_mut(), worker, &delivery, visits, cx) {
+                    Poll::Ready(decided) => decided,
+                    Poll::Pending => return Poll::Ready(Turn::Waiting(delivery, started, counted)),
+                }
+            }
+            Err(decided) => decided,
+        };
+        // `fail_fast`: the delivery is dropped unsettled, for the broker to hand back.
+        let Some(decided) = decided else {
+            return Poll::Ready(Turn::End);
+        };
+        match settle(worker, delivery, decided, visits, started) {
+            Left::Done => {}
+            left => return Poll::Ready(Turn::Left(left, counted)),
+        }
+    }
 }
 
 /// What is left of a delivery once its settlement started.
@@ -245,54 +312,62 @@ fn settle<H: Handler<M>, M: 'static, L: Layers>(
     }
 }
 
-pin_project_lite::pin_project! {
-    /// The handler's future as the loop runs it: polled under `catch_unwind` (and inside
-    /// the delivery's visits, where middleware follow it), within the mount's time limit;
-    /// what to do once it is over: its outcome, or the panic or timeout policy's decision
-    /// (`None`: stop).
-    struct Handling<'a, H, M, L>
-    where
-        H: Handler<M>,
-        M: 'static,
-        L: Layers,
-    {
-        worker: &'a Worker<H, M, L>,
-        delivery: &'a Delivery,
-        visits: &'a Visits,
-        #[pin]
-        running: Option<H::Future>,
-        // Armed once the handler waits on something, where the mount has a limit.
-        #[pin]
-        deadline: Option<Sleep>,
-    }
+/// The handler's future (in the loop's place for it) until it decides, within the
+/// mount's time limit.
+struct Handling<'a, H: Handler<M>, M: 'static, L: Layers> {
+    worker: &'a Worker<H, M, L>,
+    delivery: &'a Delivery,
+    visits: &'a Visits,
+    running: Pin<&'a mut Option<H::Future>>,
+    deadline: Pin<&'a mut Option<Sleep>>,
 }
 
 impl<H: Handler<M>, M: 'static, L: Layers> Future for Handling<'_, H, M, L> {
     type Output = Option<(Outcome, Cause)>;
 
-    #[inline(always)]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        let (worker, visits) = (*this.worker, *this.visits);
-        let mut running = this.running;
-        let Some(mut future) = running.as_mut().as_pin_mut() else {
-            return Poll::Ready(None);
-        };
-        let mut poll = || std::panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx)));
-        let polled = if worker.followed(visits) {
-            within(visits, &mut poll)
-        } else {
-            poll()
-        };
-        match polled {
-            Ok(Poll::Ready(outcome)) => Poll::Ready(Some((outcome, Cause::Handler))),
-            Err(panic) => Poll::Ready(worker.panicked(panic_message(&*panic), Some(this.delivery))),
-            Ok(Poll::Pending) => match worker.timeout() {
-                Some(limit) => expired(running, this.deadline, limit, worker, this.delivery, cx),
+        let this = self.get_mut();
+        let (worker, delivery) = (this.worker, this.delivery);
+        match poll(this.running.as_mut(), worker, delivery, this.visits, cx) {
+            Poll::Pending => match worker.timeout() {
+                Some(limit) => {
+                    let (running, deadline) = (this.running.as_mut(), this.deadline.as_mut());
+                    expired(running, deadline, limit, worker, delivery, cx)
+                }
                 None => Poll::Pending,
             },
+            decided => decided,
         }
     }
+}
+
+/// Polls the handler's future, under `catch_unwind` (and inside the delivery's visits,
+/// where middleware follow it); once it is over (and dropped), what to do: its outcome,
+/// or the panic policy's decision (`None`: stop).
+#[inline(always)]
+fn poll<H: Handler<M>, M: 'static, L: Layers>(
+    mut running: Pin<&mut Option<H::Future>>,
+    worker: &Worker<H, M, L>,
+    delivery: &Delivery,
+    visits: &Visits,
+    cx: &mut Context<'_>,
+) -> Poll<Option<(Outcome, Cause)>> {
+    let Some(mut future) = running.as_mut().as_pin_mut() else {
+        return Poll::Ready(None);
+    };
+    let mut poll = || std::panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx)));
+    let polled = if worker.followed(visits) {
+        within(visits, &mut poll)
+    } else {
+        poll()
+    };
+    let decided = match polled {
+        Ok(Poll::Pending) => return Poll::Pending,
+        Ok(Poll::Ready(outcome)) => Some((outcome, Cause::Handler)),
+        Err(panic) => worker.panicked(panic_message(&*panic), Some(delivery)),
+    };
+    running.set(None);
+    Poll::Ready(decided)
 }
 
 /// `poll` run inside `visits` (once, even where a visit forgot to call it).
