@@ -2,6 +2,7 @@
 
 mod behind;
 mod execute;
+mod handling;
 mod run;
 mod shared;
 mod worker;

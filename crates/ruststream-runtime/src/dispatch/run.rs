@@ -13,8 +13,7 @@
 //! a time, in order; the settlements stay after their handlers; the loop ends only once
 //! they are all over.
 
-use std::future::{Future, poll_fn};
-use std::panic::AssertUnwindSafe;
+use std::future::poll_fn;
 use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -29,7 +28,8 @@ use tokio::time::Sleep;
 
 use super::Runtime;
 use super::behind::Behind;
-use super::worker::{Layers, Report, Worker, bare, panic_message};
+use super::handling::{Handling, poll};
+use super::worker::{Layers, Report, Worker, bare};
 use crate::handler::Handler;
 use crate::layer::Visits;
 use crate::outcome::Outcome;
@@ -310,107 +310,4 @@ fn settle<H: Handler<M>, M: 'static, L: Layers>(
         }
         Err(settling) => Left::Settling(settling, Some(report)),
     }
-}
-
-/// The handler's future (in the loop's place for it) until it decides, within the
-/// mount's time limit.
-struct Handling<'a, H: Handler<M>, M: 'static, L: Layers> {
-    worker: &'a Worker<H, M, L>,
-    delivery: &'a Delivery,
-    visits: &'a Visits,
-    running: Pin<&'a mut Option<H::Future>>,
-    deadline: Pin<&'a mut Option<Sleep>>,
-}
-
-impl<H: Handler<M>, M: 'static, L: Layers> Future for Handling<'_, H, M, L> {
-    type Output = Option<(Outcome, Cause)>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.get_mut();
-        let (worker, delivery) = (this.worker, this.delivery);
-        match poll(this.running.as_mut(), worker, delivery, this.visits, cx) {
-            Poll::Pending => match worker.timeout() {
-                Some(limit) => {
-                    let (running, deadline) = (this.running.as_mut(), this.deadline.as_mut());
-                    expired(running, deadline, limit, worker, delivery, cx)
-                }
-                None => Poll::Pending,
-            },
-            decided => decided,
-        }
-    }
-}
-
-/// Polls the handler's future, under `catch_unwind` (and inside the delivery's visits,
-/// where middleware follow it); once it is over (and dropped), what to do: its outcome,
-/// or the panic policy's decision (`None`: stop).
-#[inline(always)]
-fn poll<H: Handler<M>, M: 'static, L: Layers>(
-    mut running: Pin<&mut Option<H::Future>>,
-    worker: &Worker<H, M, L>,
-    delivery: &Delivery,
-    visits: &Visits,
-    cx: &mut Context<'_>,
-) -> Poll<Option<(Outcome, Cause)>> {
-    let Some(mut future) = running.as_mut().as_pin_mut() else {
-        return Poll::Ready(None);
-    };
-    let mut poll = || std::panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx)));
-    let polled = if worker.followed(visits) {
-        within(visits, &mut poll)
-    } else {
-        poll()
-    };
-    let decided = match polled {
-        Ok(Poll::Pending) => return Poll::Pending,
-        Ok(Poll::Ready(outcome)) => Some((outcome, Cause::Handler)),
-        Err(panic) => worker.panicked(panic_message(&*panic), Some(delivery)),
-    };
-    running.set(None);
-    Poll::Ready(decided)
-}
-
-/// `poll` run inside `visits` (once, even where a visit forgot to call it).
-#[inline(never)]
-fn within<T>(visits: &Visits, poll: &mut dyn FnMut() -> T) -> T {
-    let mut polled = None;
-    visits.within(&mut || polled = Some(poll()));
-    match polled {
-        Some(polled) => polled,
-        None => poll(),
-    }
-}
-
-/// The handler waits on something: once its time `limit` is over (its `deadline` armed
-/// at the first look), it is cancelled (its future dropped) and the timeout policy
-/// decides. A limit over at once wakes the loop, which polls the handler once more.
-#[cold]
-#[inline(never)]
-fn expired<H: Handler<M>, M: 'static, L: Layers>(
-    mut running: Pin<&mut Option<H::Future>>,
-    mut deadline: Pin<&mut Option<Sleep>>,
-    limit: Duration,
-    worker: &Worker<H, M, L>,
-    delivery: &Delivery,
-    cx: &mut Context<'_>,
-) -> Poll<Option<(Outcome, Cause)>> {
-    if deadline.is_none() {
-        deadline.set(Some(tokio::time::sleep(limit)));
-        if deadline
-            .as_mut()
-            .as_pin_mut()
-            .is_some_and(|sleep| sleep.poll(cx).is_ready())
-        {
-            cx.waker().wake_by_ref();
-        }
-        return Poll::Pending;
-    }
-    if !deadline
-        .as_pin_mut()
-        .is_some_and(|sleep| sleep.poll(cx).is_ready())
-    {
-        return Poll::Pending;
-    }
-    running.set(None);
-    Poll::Ready(worker.timed_out(limit, Some(delivery)))
 }
