@@ -58,6 +58,7 @@ pub mod mount;
 mod mount_settings;
 pub mod observe;
 mod outcome;
+mod plan_log;
 mod policy;
 pub mod publisher;
 mod refused;

@@ -1,9 +1,13 @@
-//! Failure policies: what happens to a delivery whose payload does not decode or whose
-//! handler panics.
+//! Failure policies: what happens to a delivery whose payload does not decode, whose
+//! handler panics or runs out of time.
 
 use std::time::Duration;
 
+use ruststream_core::{Address, Delivery, MESSAGE_ID};
+
 use crate::outcome::{self, Outcome};
+use crate::settled::Cause;
+use crate::shutdown::Shutdown;
 
 /// What to do with a delivery the handler could not settle itself.
 ///
@@ -42,5 +46,48 @@ impl Policy {
             Self::Retry => Some(outcome::retry()),
             Self::RetryAfter(delay) => Some(outcome::retry_after(delay)),
         }
+    }
+
+    /// What this policy decides for a delivery of the mount at `address` that `cause`
+    /// left unsettled, logged at warn with the delivery's message id and attempt; `None`
+    /// for [`Policy::FailFast`], which logs at error and stops the service (`shutdown`)
+    /// with the reason.
+    #[cold]
+    pub(crate) fn decide(
+        self,
+        cause: Cause,
+        address: &Address,
+        delivery: Option<&Delivery>,
+        shutdown: &Shutdown,
+    ) -> Option<(Outcome, Cause)> {
+        let Some(outcome) = self.outcome() else {
+            let reason = match &cause {
+                Cause::Decode(e) => format!("payload on {address} did not decode: {e}"),
+                Cause::Panic(e) => format!("handler on {address} panicked: {e}"),
+                Cause::Timeout(limit) => format!("handler on {address} ran longer than {limit:?}"),
+                Cause::Handler | Cause::Layer | Cause::Spent => {
+                    format!("handler on {address} failed")
+                }
+            };
+            tracing::error!(%reason, "fail_fast: stopping the service; the delivery stays unsettled");
+            shutdown.fail(reason);
+            return None;
+        };
+        let what = match &cause {
+            Cause::Decode(_) => "payload did not decode",
+            Cause::Panic(_) => "handler panicked",
+            Cause::Timeout(_) => "handler timed out",
+            _ => "handler failed",
+        };
+        tracing::warn!(
+            %address,
+            message_id = delivery.and_then(|d| d.headers().get_str(MESSAGE_ID)),
+            attempt = delivery.map(Delivery::redelivery_count),
+            ?cause,
+            policy = ?self,
+            verdict = ?outcome.verdict,
+            "{what}: the failure policy settles it"
+        );
+        Some((outcome, cause))
     }
 }

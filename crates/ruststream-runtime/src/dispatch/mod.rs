@@ -21,8 +21,6 @@ use crate::settled::Settled;
 use crate::shutdown::Shutdown;
 
 pub(crate) use run::Process;
-#[cfg(feature = "prometheus")]
-pub(crate) use worker::broker_dead_letters;
 pub(crate) use worker::{NoLayers, Worker};
 
 pub(crate) type AfterSettle = Arc<dyn Fn(&Settled) + Send + Sync>;

@@ -7,8 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ruststream_core::{
-    Address, BoxFuture, Capabilities, Declaration, Delivery, Facts, MESSAGE_ID, Original, Plan,
-    Settlement, Verdict, decide,
+    Address, BoxFuture, Capabilities, Delivery, Facts, Original, Plan, Settlement, Verdict, decide,
 };
 
 use super::Runtime;
@@ -205,8 +204,7 @@ impl<H: Handler<M>, M: 'static, L: Layers> Worker<H, M, L> {
         after.map(|after| after(&settled))
     }
 
-    /// The failure policy's decision for `cause` (`None`: the service must stop), logged
-    /// at warn with the delivery's message id and attempt.
+    /// The failure policy's decision for `cause` (see [`Policy::decide`]).
     #[cold]
     fn policy(
         &self,
@@ -214,68 +212,8 @@ impl<H: Handler<M>, M: 'static, L: Layers> Worker<H, M, L> {
         cause: Cause,
         delivery: Option<&Delivery>,
     ) -> Option<(Outcome, Cause)> {
-        match policy.outcome() {
-            Some(outcome) => {
-                let what = match &cause {
-                    Cause::Decode(_) => "payload did not decode",
-                    Cause::Panic(_) => "handler panicked",
-                    Cause::Timeout(_) => "handler timed out",
-                    _ => "handler failed",
-                };
-                tracing::warn!(
-                    address = %self.mount.address,
-                    message_id = delivery.and_then(|d| d.headers().get_str(MESSAGE_ID)),
-                    attempt = delivery.map(Delivery::redelivery_count),
-                    ?cause,
-                    ?policy,
-                    verdict = ?outcome.verdict,
-                    "{what}: the failure policy settles it"
-                );
-                Some((outcome, cause))
-            }
-            None => {
-                let reason = match &cause {
-                    Cause::Decode(e) => {
-                        format!("payload on {} did not decode: {e}", self.mount.address)
-                    }
-                    Cause::Panic(e) => format!("handler on {} panicked: {e}", self.mount.address),
-                    Cause::Timeout(limit) => {
-                        format!(
-                            "handler on {} ran longer than {limit:?}",
-                            self.mount.address
-                        )
-                    }
-                    Cause::Handler | Cause::Layer | Cause::Spent => {
-                        format!("handler on {} failed", self.mount.address)
-                    }
-                };
-                tracing::error!(%reason, "fail_fast: stopping the service; the delivery stays unsettled");
-                self.runtime.shutdown.fail(reason);
-                None
-            }
-        }
+        policy.decide(cause, &self.mount.address, delivery, &self.runtime.shutdown)
     }
-}
-
-/// Whether `plan` ends the retries of a delivery its handler asked to retry: a dead
-/// letter, or a rejection at the cap.
-#[inline(always)]
-/// Whether a retry at `attempt` is the one a queue that dead-letters itself moves to
-/// its dead letter: the broker's delivery limit is the mount's cap, so the retry of the
-/// last attempt is refused by the broker.
-pub(crate) fn broker_dead_letters(verdict: Verdict, attempt: u32, declared: &Declaration) -> bool {
-    matches!(verdict, Verdict::Retry | Verdict::RetryAfter(_))
-        && declared
-            .max_attempts
-            .is_some_and(|cap| attempt >= cap.get())
-}
-
-fn spent(verdict: Verdict, plan: &Plan) -> bool {
-    matches!(verdict, Verdict::Retry | Verdict::RetryAfter(_))
-        && match &plan.copy {
-            Some(copy) => copy.retry_count.is_none(),
-            None => plan.original == Original::Settle(Settlement::Reject),
-        }
 }
 
 /// The settlement of a plan that is nothing more (no copy) for an outcome that asks for
@@ -313,7 +251,7 @@ impl<H: Handler<M>, M: 'static, L: Layers> Worker<H, M, L> {
                 delivery.address(),
             );
         }
-        self.plan_observed(delivery, facts, outcome.verdict, cause, outcome.reason())
+        self.plan_observed(delivery, facts, outcome, cause)
     }
 
     /// [`Worker::plan`] with its logs.
@@ -323,101 +261,19 @@ impl<H: Handler<M>, M: 'static, L: Layers> Worker<H, M, L> {
         &self,
         delivery: &Delivery,
         facts: Facts,
-        verdict: Verdict,
+        outcome: &Outcome,
         cause: &Cause,
-        reason: Option<&str>,
     ) -> Plan {
         let plan = decide(
-            verdict,
+            outcome.verdict,
             facts,
             self.capabilities,
             &self.mount.declaration,
             delivery.address(),
         );
-        self.observe(delivery, facts, verdict, cause, reason, &plan);
+        let mount = (&self.mount, self.capabilities);
+        crate::plan_log::log(mount, delivery, facts, outcome, cause, &plan);
         plan
-    }
-
-    /// [`Worker::plan`]'s log of a delivery: at debug, and at warn where a retry was
-    /// spent (dead-lettered, or rejected at the cap).
-    fn observe(
-        &self,
-        delivery: &Delivery,
-        facts: Facts,
-        verdict: Verdict,
-        cause: &Cause,
-        reason: Option<&str>,
-        plan: &Plan,
-    ) {
-        let message_id = delivery.headers().get_str(MESSAGE_ID);
-        // A queue that dead-letters itself takes a retry at the cap to its dead letter
-        // (its delivery limit is the cap): the broker moves it, and the line says so.
-        let by_broker = self.capabilities.dead_letters
-            && broker_dead_letters(verdict, facts.attempt, &self.mount.declaration);
-        if spent(verdict, plan) || by_broker {
-            let copied = plan
-                .copy
-                .as_ref()
-                .filter(|copy| copy.retry_count.is_none())
-                .map(|copy| copy.to.as_str());
-            let dead_letter = copied.or_else(|| {
-                by_broker
-                    .then_some(self.mount.declaration.dead_letter.as_ref())
-                    .flatten()
-                    .map(Address::as_str)
-            });
-            tracing::warn!(
-                address = %self.mount.address,
-                message_id,
-                attempt = facts.attempt,
-                ?verdict,
-                ?cause,
-                reason,
-                dead_letter,
-                ?plan,
-                "{}",
-                if copied.is_some() {
-                    "dead-lettered"
-                } else if by_broker {
-                    "dead-lettered by the broker"
-                } else {
-                    "rejected at the attempt cap"
-                }
-            );
-        } else if matches!(verdict, Verdict::Retry | Verdict::RetryAfter(_)) {
-            // One line a person can follow per retry: where it went, and when.
-            let (to, delay) = match &plan.copy {
-                Some(copy) => (copy.to.as_str(), copy.delay),
-                None => ("the broker", None),
-            };
-            tracing::info!(
-                address = %self.mount.address,
-                message_id,
-                attempt = facts.attempt,
-                ?verdict,
-                reason,
-                to,
-                delay = ?delay,
-                "retrying"
-            );
-        } else if verdict == Verdict::Drop && *cause == Cause::Handler {
-            tracing::info!(
-                address = %self.mount.address,
-                message_id,
-                attempt = facts.attempt,
-                reason,
-                "dropped by the handler"
-            );
-        }
-        tracing::debug!(
-            address = %self.mount.address,
-            message_id,
-            attempt = facts.attempt,
-            ?verdict,
-            reason,
-            ?plan,
-            "handled"
-        );
     }
 
     /// Whether the handler's polls run inside the delivery's visits: only where the

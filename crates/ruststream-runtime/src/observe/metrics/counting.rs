@@ -102,7 +102,7 @@ impl Visit for Counted {
         if !settled.is_ok() {
             series.settlement_errors.fetch_add(1, Ordering::Relaxed);
         } else if self.dead_letters_itself
-            && crate::dispatch::broker_dead_letters(
+            && crate::plan_log::broker_dead_letters(
                 settled.verdict(),
                 settled.attempt(),
                 &self.declared,
