@@ -248,10 +248,13 @@ fn ready<'a, H: Handler<M>, M: 'static, L: Layers>(
         let Some(decided) = decided else {
             return Poll::Ready(Turn::End);
         };
-        match settle(worker, delivery, decided, visits, started) {
-            Left::Done => {}
-            left => return Poll::Ready(Turn::Left(left, counted)),
+        let left = settle(worker, delivery, decided, visits, started);
+        if !matches!(left, Left::Done) {
+            return Poll::Ready(Turn::Left(left, counted));
         }
+        // `Done` holds nothing: forgotten rather than dropped, which rustc does through
+        // the whole enum's drop, out of line, for every delivery.
+        std::mem::forget(left);
     }
 }
 
@@ -282,6 +285,12 @@ fn settle<H: Handler<M>, M: 'static, L: Layers>(
     let Some(settlement) = bare(&outcome, &plan) else {
         return Left::Finish(delivery, (outcome, cause), facts, plan, elapsed);
     };
+    // No reply and no `and_after` (`bare` looked): of the outcome only its reason may
+    // need freeing, done here rather than through the whole outcome's drop, out of line.
+    let Outcome {
+        verdict, reason, ..
+    } = outcome;
+    drop(reason);
     if !worker.watched() {
         return match delivery.settle(settlement).into_ready() {
             Ok(Ok(())) => Left::Done,
@@ -296,7 +305,7 @@ fn settle<H: Handler<M>, M: 'static, L: Layers>(
     let report = Report {
         address: delivery.address().clone(),
         attempt: facts.attempt,
-        verdict: outcome.verdict,
+        verdict,
         cause,
         plan,
         after: None,
