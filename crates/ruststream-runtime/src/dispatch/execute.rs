@@ -97,39 +97,38 @@ pub(super) async fn execute(
     let sents = visits.publishes(republish, &to, &mut message);
     let moves = capabilities.moves;
     let subscription = why.from.clone();
-    {
-        if let (true, None, Original::Settle(settlement)) = (moves, delay, original) {
-            // The copy and the original's settlement in one step where the form can: both
-            // are done or neither, and where neither was, the copy is published and the
-            // original settled after, as on any form.
-            match delivery
-                .replace(to.clone(), message.clone(), settlement)
-                .await
-            {
-                Ok(()) => {
-                    delivery.replaced();
-                    sents.tell(Ok(()));
-                    return Ok(());
-                }
-                Err(error) => {
-                    tracing::debug!(%subscription, %error, "the copy and the settlement in one step failed; publishing the copy first");
-                }
+    if let (true, None, Original::Settle(settlement)) = (moves, delay, original) {
+        // The copy and the original's settlement in one step where the form can: both
+        // are done or neither, and where neither was, the copy is published and the
+        // original settled after, as on any form.
+        match delivery
+            .replace(to.clone(), message.clone(), settlement)
+            .await
+        {
+            Ok(()) => {
+                delivery.replaced();
+                sents.tell(Ok(()));
+                return Ok(());
+            }
+            Err(error) => {
+                tracing::debug!(%subscription, %error, "the copy and the settlement in one step failed; publishing the copy first");
             }
         }
-        let Some(delay) = delay else {
-            if let Err(error) = runtime.publish.publish(to.clone(), message).await {
-                if !error.kind.is_transient() {
-                    sents.tell(Err(&error));
-                    refused_for_good(delivery, &error, &subscription, runtime);
-                    return Err(error.into());
-                }
-                // The copy is owed: tried again with back-off while the original stays
-                // unsettled (the handler does not run again); the original is settled
-                // once it is out, handed back if a stop gives up on it.
-                let kind = error.kind.clone();
-                let address = error.address.clone();
-                let after = runtime.clone();
-                runtime.deferred.owe_copy(
+    }
+    let Some(delay) = delay else {
+        if let Err(error) = runtime.publish.publish(to.clone(), message).await {
+            if !error.kind.is_transient() {
+                sents.tell(Err(&error));
+                refused_for_good(delivery, &error, &subscription, runtime);
+                return Err(error.into());
+            }
+            // The copy is owed: tried again with back-off while the original stays
+            // unsettled (the handler does not run again); the original is settled
+            // once it is out, handed back if a stop gives up on it.
+            let kind = error.kind.clone();
+            let address = error.address.clone();
+            let after = runtime.clone();
+            runtime.deferred.owe_copy(
                     (subscription.clone(), to),
                     sents,
                     error,
@@ -150,48 +149,47 @@ pub(super) async fn execute(
                         }
                     },
                 );
-                return Err(SettleError::Copy(PublishError {
-                    address,
-                    kind,
-                    message: Message::default(),
-                }));
-            }
-            sents.tell(Ok(()));
-            return Ok(settle_now(delivery, original, settles, &subscription, runtime)?.await?);
-        };
-        // Once the original is settled the delayed copy is the message: one the broker is
-        // known to refuse for good would be lost. The original stays with the broker.
-        if let Err(kind) = runtime.publish.check(&to, &message)
-            && !kind.is_transient()
-        {
-            let error = PublishError {
-                address: to.to_string(),
+            return Err(SettleError::Copy(PublishError {
+                address,
                 kind,
-                message,
-            };
-            sents.tell(Err(&error));
-            refused_for_good(delivery, &error, &subscription, runtime);
-            return Err(error.into());
+                message: Message::default(),
+            }));
         }
-        let settled = match settle_now(delivery, original, settles, &subscription, runtime) {
-            Ok(settling) => settling.await,
-            Err(error) => Err(error),
-        };
-        // The copy is owed even when the settlement failed: a failure may come after the
-        // broker carried it out (an `XACK` whose reply a lost connection took), and then
-        // the copy is all that is left of the message. Where it was not carried out, the
-        // original comes back as well: a duplicate, never a loss.
-        let copy = DelayedCopy {
-            subscription,
-            to,
+        sents.tell(Ok(()));
+        return Ok(settle_now(delivery, original, settles, &subscription, runtime)?.await?);
+    };
+    // Once the original is settled the delayed copy is the message: one the broker is
+    // known to refuse for good would be lost. The original stays with the broker.
+    if let Err(kind) = runtime.publish.check(&to, &message)
+        && !kind.is_transient()
+    {
+        let error = PublishError {
+            address: to.to_string(),
+            kind,
             message,
-            sents,
         };
-        runtime
-            .deferred
-            .schedule_copy(delay, copy, runtime.publish.clone());
-        Ok(settled?)
+        sents.tell(Err(&error));
+        refused_for_good(delivery, &error, &subscription, runtime);
+        return Err(error.into());
     }
+    let settled = match settle_now(delivery, original, settles, &subscription, runtime) {
+        Ok(settling) => settling.await,
+        Err(error) => Err(error),
+    };
+    // The copy is owed even when the settlement failed: a failure may come after the
+    // broker carried it out (an `XACK` whose reply a lost connection took), and then
+    // the copy is all that is left of the message. Where it was not carried out, the
+    // original comes back as well: a duplicate, never a loss.
+    let copy = DelayedCopy {
+        subscription,
+        to,
+        message,
+        sents,
+    };
+    runtime
+        .deferred
+        .schedule_copy(delay, copy, runtime.publish.clone());
+    Ok(settled?)
 }
 
 /// Carries out `original` on the delivery: a settlement to await
