@@ -9,11 +9,11 @@ use ruststream_core::{Broker, SubscribeError, SubscribeSpec};
 use tokio::task::JoinSet;
 
 use crate::deferred::Deferred;
-use crate::dispatch::{AfterSettle, Runtime};
 use crate::extract::{AppContext, ExtractError};
 use crate::mount::{DelayedLimit, Mount};
 use crate::publisher::Publisher;
 use crate::router::Router;
+use crate::runtime::{AfterSettle, Runtime};
 use crate::settled::Settled;
 use crate::shutdown::Shutdown;
 use crate::target::PublishTarget;

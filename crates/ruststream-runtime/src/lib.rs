@@ -45,9 +45,11 @@ mod app;
 #[cfg(feature = "asyncapi")]
 pub mod asyncapi;
 pub mod codec;
+mod concurrency;
 mod dead_letter;
 mod deferred;
 mod dispatch;
+mod execute;
 pub mod extract;
 pub mod handler;
 mod inbox;
@@ -64,6 +66,7 @@ pub mod publisher;
 mod refused;
 mod reply;
 mod router;
+mod runtime;
 #[cfg(feature = "asyncapi")]
 mod schema;
 pub mod settled;

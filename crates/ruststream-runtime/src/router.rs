@@ -7,11 +7,13 @@ use std::sync::Arc;
 use ruststream_core::Subscription;
 use tokio::task::JoinSet;
 
-use crate::dispatch::{NoLayers, Runtime, Worker, loops};
+use crate::concurrency::loops;
+use crate::dispatch::{NoLayers, Worker};
 use crate::extract::{AppContext, ExtractError};
 use crate::handler::Handler;
 use crate::layer::{Layered, Stack, Subscribed};
 use crate::mount::Mount;
+use crate::runtime::Runtime;
 
 /// Handlers mounted on subscriptions.
 ///

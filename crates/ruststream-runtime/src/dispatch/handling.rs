@@ -33,7 +33,7 @@ impl<H: Handler<M>, M: 'static, L: Layers> Future for Handling<'_, H, M, L> {
         let this = self.get_mut();
         let (worker, delivery) = (this.worker, this.delivery);
         match poll(this.running.as_mut(), worker, delivery, this.visits, cx) {
-            Poll::Pending => match worker.timeout() {
+            Poll::Pending => match worker.mount.timeout {
                 Some(limit) => {
                     let (running, deadline) = (this.running.as_mut(), this.deadline.as_mut());
                     expired(running, deadline, limit, worker, delivery, cx)

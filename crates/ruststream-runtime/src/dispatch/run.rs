@@ -26,14 +26,14 @@ use ruststream_core::{
 use tokio::sync::futures::Notified;
 use tokio::time::Sleep;
 
-use super::Runtime;
 use super::behind::Behind;
 use super::handling::{Handling, poll};
 use super::worker::{Layers, Report, Worker, bare};
 use crate::handler::Handler;
 use crate::layer::Visits;
 use crate::outcome::Outcome;
-use crate::settled::{Cause, SettleError};
+use crate::runtime::Runtime;
+use crate::settled::{Cause, SettleError, Settled};
 
 /// A mount's handler, type-erased for the loops: what they need to run it.
 pub(crate) trait Process: Send + Sync + 'static {
@@ -134,7 +134,7 @@ async fn run<H: Handler<M>, M: 'static, L: Layers>(
         let (left, counted) = match behind.beside(ready, over).await {
             Turn::End => break,
             Turn::Full => {
-                if !behind.beside(super::room(runtime), over).await {
+                if !behind.beside(runtime.room(), over).await {
                     break;
                 }
                 continue;
@@ -233,7 +233,7 @@ fn ready<'a, H: Handler<M>, M: 'static, L: Layers>(
         let mut started = None;
         let decided = match worker.start(&delivery, visits) {
             Ok(future) => {
-                if worker.watched() {
+                if worker.watched {
                     started = Some(Instant::now());
                 }
                 running.set(Some(future));
@@ -280,7 +280,7 @@ fn settle<H: Handler<M>, M: 'static, L: Layers>(
     started: Option<Instant>,
 ) -> Left {
     let elapsed = started.map(|started| started.elapsed());
-    let facts = Facts::of(&delivery, &worker.capabilities()).within(&worker.mount.declaration);
+    let facts = Facts::of(&delivery, &worker.capabilities).within(&worker.mount.declaration);
     let plan = worker.plan(&delivery, facts, &outcome, &cause);
     let Some(settlement) = bare(&outcome, &plan) else {
         return Left::Finish(delivery, (outcome, cause), facts, plan, elapsed);
@@ -291,7 +291,7 @@ fn settle<H: Handler<M>, M: 'static, L: Layers>(
         verdict, reason, ..
     } = outcome;
     drop(reason);
-    if !worker.watched() {
+    if !worker.watched {
         return match delivery.settle(settlement).into_ready() {
             Ok(Ok(())) => Left::Done,
             Ok(Err(error)) => {
@@ -303,14 +303,17 @@ fn settle<H: Handler<M>, M: 'static, L: Layers>(
     }
     // Someone learns of each settlement: told once it is over.
     let report = Report {
-        address: delivery.address().clone(),
-        attempt: facts.attempt,
-        verdict,
-        cause,
-        plan,
+        settled: Settled {
+            address: delivery.address().clone(),
+            attempt: facts.attempt,
+            verdict,
+            cause,
+            plan,
+            result: Ok(()),
+            elapsed,
+        },
         after: None,
         visits: std::mem::take(visits),
-        elapsed,
     };
     match delivery.settle(settlement).into_ready() {
         Ok(result) => {

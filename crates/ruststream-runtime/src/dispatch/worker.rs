@@ -7,18 +7,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ruststream_core::{
-    Address, BoxFuture, Capabilities, Delivery, Facts, Original, Plan, Settlement, Verdict, decide,
+    BoxFuture, Capabilities, Delivery, Facts, Original, Plan, Settlement, Verdict, decide,
 };
 
-use super::Runtime;
-use super::execute::execute;
 use crate::dead_letter::Why;
+use crate::execute::execute;
 use crate::extract::Context;
 use crate::handler::Handler;
 use crate::layer::{Stack, Visits};
 use crate::mount::Mount;
 use crate::outcome::Outcome;
 use crate::policy::Policy;
+use crate::runtime::Runtime;
 use crate::settled::{Cause, SettleError, Settled};
 
 /// One mount's handler with what it needs to settle.
@@ -29,42 +29,21 @@ pub(crate) struct Worker<H, M, L> {
     /// compiled (nothing is looked at then).
     stack: L,
     pub(super) mount: Mount,
-    capabilities: Capabilities,
+    pub(super) capabilities: Capabilities,
     pub(super) runtime: Arc<Runtime>,
-    // Whether someone learns of each settlement (see `watched`), known when the service
-    // starts.
-    watched: bool,
+    /// Whether someone learns of each settlement: the service's hooks, or middleware
+    /// (through their visits), known when the service starts. Only then is the handler
+    /// timed ([`Settled::elapsed`](crate::Settled::elapsed)).
+    pub(super) watched: bool,
     marker: PhantomData<fn() -> M>,
 }
 
-/// What the hooks and the delivery's visits learn once its settlement is over.
+/// What the hooks and the delivery's visits learn once its settlement is over: the
+/// settlement (its `result` set then), the outcome's `and_after` and the visits.
 pub(super) struct Report {
-    pub(super) address: Address,
-    pub(super) attempt: u32,
-    pub(super) verdict: Verdict,
-    pub(super) cause: Cause,
-    pub(super) plan: Plan,
+    pub(super) settled: Settled,
     pub(super) after: Option<crate::outcome::After>,
     pub(super) visits: Visits,
-    pub(super) elapsed: Option<Duration>,
-}
-
-impl Report {
-    fn settled(
-        self,
-        result: Result<(), SettleError>,
-    ) -> (Settled, Option<crate::outcome::After>, Visits) {
-        let settled = Settled {
-            address: self.address,
-            attempt: self.attempt,
-            verdict: self.verdict,
-            cause: self.cause,
-            plan: self.plan,
-            result,
-            elapsed: self.elapsed,
-        };
-        (settled, self.after, self.visits)
-    }
 }
 
 /// A mount's middleware as the loop sees it: none ([`NoLayers`], for a mount without
@@ -189,14 +168,20 @@ impl<H: Handler<M>, M: 'static, L: Layers> Worker<H, M, L> {
         if let Err(error) = &result {
             self.settlement_failed(error);
         }
-        report.and_then(|report| self.told(report.settled(result)))
+        report.and_then(|report| self.told(result, report))
     }
 
     #[inline(never)]
     fn told(
         &self,
-        (settled, after, visits): (Settled, Option<crate::outcome::After>, Visits),
+        result: Result<(), SettleError>,
+        Report {
+            mut settled,
+            after,
+            visits,
+        }: Report,
     ) -> Option<BoxFuture<'static, ()>> {
+        settled.result = result;
         visits.settled(&settled);
         for hook in &self.runtime.after_settle {
             hook(&settled);
@@ -283,24 +268,6 @@ impl<H: Handler<M>, M: 'static, L: Layers> Worker<H, M, L> {
         self.stack.stack().is_some() && visits.enters()
     }
 
-    /// Whether someone learns of each settlement: the service's hooks, or middleware
-    /// (through their visits). Only then is the handler timed
-    /// ([`Settled::elapsed`](crate::Settled::elapsed)).
-    #[inline(always)]
-    pub(super) fn watched(&self) -> bool {
-        self.watched
-    }
-
-    pub(super) fn capabilities(&self) -> Capabilities {
-        self.capabilities
-    }
-
-    /// The mount's handler time limit, if it has one.
-    #[inline(always)]
-    pub(super) fn timeout(&self) -> Option<std::time::Duration> {
-        self.mount.timeout
-    }
-
     /// The timeout policy's decision for a handler cancelled after `limit`.
     #[cold]
     pub(super) fn timed_out(
@@ -361,14 +328,17 @@ impl<H: Handler<M>, M: 'static, L: Layers> Worker<H, M, L> {
         )
         .await;
         let report = address.map(|address| Report {
-            address,
-            attempt: facts.attempt,
-            verdict: outcome.verdict,
-            cause,
-            plan,
+            settled: Settled {
+                address,
+                attempt: facts.attempt,
+                verdict: outcome.verdict,
+                cause,
+                plan,
+                result: Ok(()),
+                elapsed,
+            },
             after: outcome.after,
             visits,
-            elapsed,
         });
         if let Some(after) = self.settled(result, report) {
             after.await;

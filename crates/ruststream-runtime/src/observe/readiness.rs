@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use ruststream_core::{Address, Attached};
 
-use crate::dispatch::Runtime;
+use crate::runtime::Runtime;
 
 /// Whether a started service is live and ready: what `/health` and `/ready` answer.
 ///

@@ -8,10 +8,10 @@ use ruststream_core::{
     RETRY_COUNT, Settlement, Settling,
 };
 
-use super::Runtime;
 use crate::dead_letter::Why;
 use crate::deferred::DelayedCopy;
 use crate::layer::{Republish, Visits};
+use crate::runtime::Runtime;
 use crate::settled::SettleError;
 
 /// How long a delivery that could not be settled as planned (its copy was not published,
@@ -63,7 +63,7 @@ fn refused_for_good(delivery: Delivery, error: &PublishError, from: &Address, ru
 ///
 /// An outcome the form cannot carry out ([`Original::Unsupported`]) leaves the delivery
 /// as it is: on a form that settles, unsettled for a while and then handed back.
-pub(super) async fn execute(
+pub(crate) async fn execute(
     delivery: Delivery,
     plan: &Plan,
     capabilities: &Capabilities,

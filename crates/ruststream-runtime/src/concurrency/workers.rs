@@ -1,6 +1,4 @@
-//! The deliveries of one subscription as several streams: `n` loops of a mount with
-//! workers take turns at one subscription, and each lane of a mount with lanes reads its
-//! own channel.
+//! Workers: `n` loops of a mount take turns at its one subscription.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -9,8 +7,6 @@ use std::task::{Context, Poll, Wake, Waker};
 
 use futures_core::Stream;
 use ruststream_core::{ConsumeError, Delivery, DeliveryStream};
-use tokio::sync::mpsc;
-
 type Item = Result<Delivery, ConsumeError>;
 
 /// One subscription's stream shared by several loops: each poll takes the next delivery.
@@ -126,17 +122,6 @@ impl Stream for Shared {
     }
 }
 
-/// A lane's channel as a stream of deliveries.
-pub(super) struct Lane(pub(super) mpsc::Receiver<Delivery>);
-
-impl Stream for Lane {
-    type Item = Item;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Item>> {
-        self.0.poll_recv(cx).map(|delivery| delivery.map(Ok))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -146,7 +131,8 @@ mod tests {
     use ruststream_core::{Acker, Address, Delivery, Headers, Message, Settlement, Settling, Tag};
     use tokio::sync::mpsc;
 
-    use super::{Lane, Shared};
+    use super::Shared;
+    use crate::concurrency::lanes::Lane;
 
     struct Nothing;
     impl Acker for Nothing {
