@@ -33,7 +33,7 @@ use crate::handler::Handler;
 use crate::layer::Visits;
 use crate::outcome::Outcome;
 use crate::runtime::Runtime;
-use crate::settled::{Cause, SettleError, Settled};
+use crate::settled::{Cause, SettleError};
 
 /// A mount's handler, type-erased for the loops: what they need to run it.
 pub(crate) trait Process: Send + Sync + 'static {
@@ -303,17 +303,14 @@ fn settle<H: Handler<M>, M: 'static, L: Layers>(
     }
     // Someone learns of each settlement: told once it is over.
     let report = Report {
-        settled: Settled {
-            address: delivery.address().clone(),
-            attempt: facts.attempt,
-            verdict,
-            cause,
-            plan,
-            result: Ok(()),
-            elapsed,
-        },
+        address: delivery.address().clone(),
+        attempt: facts.attempt,
+        verdict,
+        cause,
+        plan,
         after: None,
         visits: std::mem::take(visits),
+        elapsed,
     };
     match delivery.settle(settlement).into_ready() {
         Ok(result) => {
