@@ -44,6 +44,7 @@ pub mod __private;
 mod app;
 #[cfg(feature = "asyncapi")]
 pub mod asyncapi;
+mod behind;
 pub mod codec;
 mod concurrency;
 mod dead_letter;

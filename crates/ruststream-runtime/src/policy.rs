@@ -1,6 +1,7 @@
 //! Failure policies: what happens to a delivery whose payload does not decode, whose
 //! handler panics or runs out of time.
 
+use std::any::Any;
 use std::time::Duration;
 
 use ruststream_core::{Address, Delivery, MESSAGE_ID};
@@ -90,4 +91,13 @@ impl Policy {
         );
         Some((outcome, cause))
     }
+}
+
+/// What a panic's payload says: its message, where it is a string.
+pub(crate) fn panic_message(panic: &(dyn Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic".to_owned())
 }

@@ -10,10 +10,11 @@ use std::time::Duration;
 use ruststream_core::Delivery;
 use tokio::time::Sleep;
 
-use super::worker::{Layers, Worker, panic_message};
+use super::worker::{Layers, Worker};
 use crate::handler::Handler;
 use crate::layer::Visits;
 use crate::outcome::Outcome;
+use crate::policy::panic_message;
 use crate::settled::Cause;
 
 /// The handler's future (in the loop's place for it) until it decides, within the

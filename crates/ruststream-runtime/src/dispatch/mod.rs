@@ -1,6 +1,5 @@
 //! The delivery loop: receive, handle, decide, settle and report (see [`run`]).
 
-mod behind;
 mod handling;
 mod run;
 mod worker;

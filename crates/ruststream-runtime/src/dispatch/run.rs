@@ -26,9 +26,9 @@ use ruststream_core::{
 use tokio::sync::futures::Notified;
 use tokio::time::Sleep;
 
-use super::behind::Behind;
 use super::handling::{Handling, poll};
 use super::worker::{Layers, Report, Worker, bare};
+use crate::behind::Behind;
 use crate::handler::Handler;
 use crate::layer::Visits;
 use crate::outcome::Outcome;

@@ -1,6 +1,5 @@
 //! Handling one delivery: decode, call, apply a failure policy, settle, run hooks.
 
-use std::any::Any;
 use std::marker::PhantomData;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -17,7 +16,7 @@ use crate::handler::Handler;
 use crate::layer::{Stack, Visits};
 use crate::mount::Mount;
 use crate::outcome::Outcome;
-use crate::policy::Policy;
+use crate::policy::{Policy, panic_message};
 use crate::runtime::Runtime;
 use crate::settled::{Cause, SettleError, Settled};
 
@@ -367,12 +366,4 @@ impl<H: Handler<M>, M: 'static, L: Layers> Worker<H, M, L> {
     pub(super) fn settlement_failed(&self, error: &SettleError) {
         tracing::warn!(address = %self.mount.address, %error, "settlement failed; going on");
     }
-}
-
-pub(super) fn panic_message(panic: &(dyn Any + Send)) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "panic".to_owned())
 }

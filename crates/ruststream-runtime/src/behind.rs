@@ -18,7 +18,7 @@ use ruststream_core::{AckError, Settling};
 
 /// The settlements behind the loop, each with what is left to do once it is over
 /// (`R`), at most `limit` of them.
-pub(super) struct Behind<R> {
+pub(crate) struct Behind<R> {
     entries: Vec<(Settling, Option<R>)>,
     limit: usize,
     /// Made with the first settlement left behind (a loop whose settlements are all
@@ -46,7 +46,7 @@ impl Wake for Note {
 
 pin_project_lite::pin_project! {
     /// The future of [`Behind::beside`].
-    pub(super) struct Beside<'a, R, F, O> {
+    pub(crate) struct Beside<'a, R, F, O> {
         behind: &'a mut Behind<R>,
         over: &'a mut O,
         #[pin]
@@ -67,7 +67,7 @@ impl<R, F: Future, O: FnMut(Result<(), AckError>, R)> Future for Beside<'_, R, F
 
 impl<R> Behind<R> {
     /// Room for `limit` settlements behind the loop.
-    pub(super) fn new(limit: usize) -> Self {
+    pub(crate) fn new(limit: usize) -> Self {
         Self {
             entries: Vec::new(),
             limit,
@@ -77,7 +77,7 @@ impl<R> Behind<R> {
 
     /// Whether one more may trail behind.
     #[inline]
-    pub(super) fn has_room(&self) -> bool {
+    pub(crate) fn has_room(&self) -> bool {
         self.entries.len() < self.limit
     }
 
@@ -106,7 +106,7 @@ impl<R> Behind<R> {
     /// `future`'s output, the settlements behind the loop handed to `over` as they end
     /// meanwhile.
     #[inline]
-    pub(super) fn beside<'a, F: Future, O: FnMut(Result<(), AckError>, R)>(
+    pub(crate) fn beside<'a, F: Future, O: FnMut(Result<(), AckError>, R)>(
         &'a mut self,
         future: F,
         over: &'a mut O,
@@ -121,7 +121,7 @@ impl<R> Behind<R> {
     /// Carries `settling` to its end: behind the loop where there is room (polled once
     /// now, so that it starts), else awaited here; `over` is given it once it is over.
     #[cold]
-    pub(super) async fn settle(
+    pub(crate) async fn settle(
         &mut self,
         settling: Settling,
         then: R,
@@ -144,7 +144,7 @@ impl<R> Behind<R> {
     }
 
     /// Waits until every settlement behind the loop is over.
-    pub(super) async fn end(&mut self, over: &mut impl FnMut(Result<(), AckError>, R)) {
+    pub(crate) async fn end(&mut self, over: &mut impl FnMut(Result<(), AckError>, R)) {
         poll_fn(|cx| {
             self.poll_over(cx, over);
             if self.entries.is_empty() {
