@@ -12,20 +12,22 @@ use tokio::task::JoinSet;
 
 use crate::dispatch::Process;
 
-/// Spawns `lanes` loops, each over a channel of its own, and the reader that routes
-/// `deliveries` among them by `key`.
+/// Spawns `lanes` loops, each over a channel of its own with `trailing` settlements
+/// behind it (none: a lane keeps its key's settlements in order), and the reader that
+/// routes `deliveries` among them by `key`.
 pub(super) fn spawn<W: Process>(
     worker: Arc<W>,
     mut deliveries: DeliveryStream,
     lanes: usize,
     key: Arc<dyn Fn(&Delivery) -> u64 + Send + Sync>,
+    trailing: usize,
     tasks: &mut JoinSet<()>,
 ) {
     let mut senders = Vec::with_capacity(lanes);
     for _ in 0..lanes {
         let (tx, rx) = mpsc::channel(1);
         senders.push(tx);
-        tasks.spawn(worker.clone().sequential(Box::pin(Lane(rx)), 0));
+        tasks.spawn(worker.clone().sequential(Box::pin(Lane(rx)), trailing));
     }
     tasks.spawn(async move {
         let runtime = worker.runtime();

@@ -28,17 +28,18 @@ pub(crate) fn loops<W: Process>(
     tasks: &mut JoinSet<()>,
 ) {
     let worker = Arc::new(worker);
+    let trailing = concurrency.trailing(worker.runtime().trailing);
     match concurrency {
         Concurrency::Sequential => {
-            let trailing = concurrency.trailing(worker.runtime().trailing);
             tasks.spawn(worker.sequential(deliveries, trailing));
         }
         Concurrency::Workers(n) => {
-            let trailing = concurrency.trailing(worker.runtime().trailing);
             for deliveries in workers::Shared::split(deliveries, n.max(1)) {
                 tasks.spawn(worker.clone().sequential(deliveries, trailing));
             }
         }
-        Concurrency::Lanes { lanes, key } => lanes::spawn(worker, deliveries, lanes, key, tasks),
+        Concurrency::Lanes { lanes, key } => {
+            lanes::spawn(worker, deliveries, lanes, key, trailing, tasks);
+        }
     }
 }
