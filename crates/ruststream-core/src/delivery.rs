@@ -1,11 +1,15 @@
-//! One message received on a subscription, until it is settled.
+//! One message received on a subscription, until it is settled, and the future of its
+//! settlement.
 
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
 
-use crate::{AckError, Acker, Address, Headers, Message, Settlement, Settling, Tag};
+use crate::{AckError, Acker, Address, Headers, Message, Settlement, Tag};
 
 /// A message received on a subscription, carrying what is needed to settle it.
 ///
@@ -198,3 +202,71 @@ impl fmt::Debug for Delivery {
 
 #[derive(Debug)]
 struct Defect(String);
+
+/// The future of one settlement: finished at once, or waiting on the broker.
+///
+/// A concrete type so that settling on the delivery path costs no allocation when the
+/// adapter can settle synchronously.
+#[must_use = "a settlement does nothing unless awaited"]
+pub struct Settling(State);
+
+type BoxFuture = Pin<Box<dyn Future<Output = Result<(), AckError>> + Send>>;
+
+enum State {
+    Done(Option<Result<(), AckError>>),
+    Pending(BoxFuture),
+}
+
+impl Settling {
+    /// A settlement that has already happened (or failed).
+    #[inline]
+    pub fn done(result: Result<(), AckError>) -> Self {
+        Self(State::Done(Some(result)))
+    }
+
+    /// The result, if the settlement already happened; polling is then not needed.
+    #[inline]
+    pub fn take_ready(&mut self) -> Option<Result<(), AckError>> {
+        match &mut self.0 {
+            State::Done(result) => result.take(),
+            State::Pending(_) => None,
+        }
+    }
+
+    /// The result if the settlement already happened, else the settlement itself to
+    /// await: like [`Settling::take_ready`], but what is left is handed back rather than
+    /// dropped (no drop on the path of a settlement done at once).
+    #[inline]
+    pub fn into_ready(self) -> Result<Result<(), AckError>, Self> {
+        match self.0 {
+            State::Done(Some(result)) => Ok(result),
+            state => Err(Self(state)),
+        }
+    }
+
+    /// A settlement that finishes when `future` does.
+    pub fn pending(future: impl Future<Output = Result<(), AckError>> + Send + 'static) -> Self {
+        Self(State::Pending(Box::pin(future)))
+    }
+}
+
+impl Future for Settling {
+    type Output = Result<(), AckError>;
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match &mut self.get_mut().0 {
+            State::Done(result) => Poll::Ready(result.take().unwrap_or(Ok(()))),
+            State::Pending(future) => future.as_mut().poll(cx),
+        }
+    }
+}
+
+impl fmt::Debug for Settling {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            State::Done(r) => f.debug_tuple("Settling::Done").field(r).finish(),
+            State::Pending(_) => f.write_str("Settling::Pending"),
+        }
+    }
+}

@@ -43,7 +43,7 @@ pub use broker::{
 pub use capabilities::Capabilities;
 pub use connector::{ConnectFailure, Connector, Scheme, Server, opened, redact};
 pub use decision::{Copy, Facts, Original, Plan, Verdict, decide};
-pub use delivery::Delivery;
+pub use delivery::{Delivery, Settling};
 pub use drain::{Drain, Requested};
 pub use error::{AckError, ConsumeError, PublishError, PublishErrorKind, SubscribeError};
 pub use headers::{
@@ -55,4 +55,4 @@ pub use inspect::{Inspect, InspectError, Waiting, Wanted, content_id};
 pub use message::{Address, Message};
 pub use replay::{replay_destination, replayed};
 pub use settings::{Setting, split_query};
-pub use settlement::{Acker, Settlement, Settling, Tag};
+pub use settlement::{Acker, Settlement, Tag};

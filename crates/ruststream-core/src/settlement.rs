@@ -1,15 +1,12 @@
-//! Settling a delivery: what an adapter is asked to do with an original.
+//! What an adapter is asked to do with an original, and the trait that does it.
 
 use std::any::Any;
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::{AckError, Address, Message};
+use crate::{AckError, Address, Message, Settling};
 
 /// What to do with a delivery the handler is done with.
 ///
@@ -103,73 +100,5 @@ pub trait Acker: Send + Sync + 'static {
     fn replace(&self, tag: &Tag, to: Address, copy: Message, original: Settlement) -> Settling {
         let _ = (tag, to, copy, original);
         Settling::done(Err(AckError::Unsupported))
-    }
-}
-
-/// The future of one settlement: finished at once, or waiting on the broker.
-///
-/// A concrete type so that settling on the delivery path costs no allocation when the
-/// adapter can settle synchronously.
-#[must_use = "a settlement does nothing unless awaited"]
-pub struct Settling(State);
-
-type BoxFuture = Pin<Box<dyn Future<Output = Result<(), AckError>> + Send>>;
-
-enum State {
-    Done(Option<Result<(), AckError>>),
-    Pending(BoxFuture),
-}
-
-impl Settling {
-    /// A settlement that has already happened (or failed).
-    #[inline]
-    pub fn done(result: Result<(), AckError>) -> Self {
-        Self(State::Done(Some(result)))
-    }
-
-    /// The result, if the settlement already happened; polling is then not needed.
-    #[inline]
-    pub fn take_ready(&mut self) -> Option<Result<(), AckError>> {
-        match &mut self.0 {
-            State::Done(result) => result.take(),
-            State::Pending(_) => None,
-        }
-    }
-
-    /// The result if the settlement already happened, else the settlement itself to
-    /// await: like [`Settling::take_ready`], but what is left is handed back rather than
-    /// dropped (no drop on the path of a settlement done at once).
-    #[inline]
-    pub fn into_ready(self) -> Result<Result<(), AckError>, Self> {
-        match self.0 {
-            State::Done(Some(result)) => Ok(result),
-            state => Err(Self(state)),
-        }
-    }
-
-    /// A settlement that finishes when `future` does.
-    pub fn pending(future: impl Future<Output = Result<(), AckError>> + Send + 'static) -> Self {
-        Self(State::Pending(Box::pin(future)))
-    }
-}
-
-impl Future for Settling {
-    type Output = Result<(), AckError>;
-
-    #[inline]
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match &mut self.get_mut().0 {
-            State::Done(result) => Poll::Ready(result.take().unwrap_or(Ok(()))),
-            State::Pending(future) => future.as_mut().poll(cx),
-        }
-    }
-}
-
-impl fmt::Debug for Settling {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.0 {
-            State::Done(r) => f.debug_tuple("Settling::Done").field(r).finish(),
-            State::Pending(_) => f.write_str("Settling::Pending"),
-        }
     }
 }

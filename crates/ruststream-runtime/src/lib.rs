@@ -66,6 +66,7 @@ mod policy;
 pub mod publisher;
 mod refused;
 mod reply;
+mod report;
 mod router;
 mod runtime;
 #[cfg(feature = "asyncapi")]

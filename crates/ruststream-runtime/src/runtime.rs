@@ -1,7 +1,7 @@
 //! What every delivery loop of a running service shares.
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use ruststream_core::Publish;
 
@@ -42,5 +42,24 @@ impl Runtime {
             () = self.deferred.wait_room() => true,
             () = self.shutdown.wait() => false,
         }
+    }
+}
+
+/// One delivery counted in flight ([`Runtime::in_flight`]) for as long as this lives,
+/// also where its loop is dropped mid-delivery.
+pub(crate) struct InFlight<'a>(&'a AtomicUsize);
+
+impl<'a> InFlight<'a> {
+    #[inline]
+    pub(crate) fn new(count: &'a AtomicUsize) -> Self {
+        count.fetch_add(1, Ordering::AcqRel);
+        Self(count)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }

@@ -10,7 +10,7 @@ use ruststream_core::{ConsumeError, Delivery, DeliveryStream};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-use crate::dispatch::Process;
+use super::Process;
 
 /// Spawns `lanes` loops, each over a channel of its own with `trailing` settlements
 /// behind it (none: a lane keeps its key's settlements in order), and the reader that

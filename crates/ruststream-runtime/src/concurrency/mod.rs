@@ -10,11 +10,11 @@ mod workers;
 
 use std::sync::Arc;
 
-use ruststream_core::DeliveryStream;
+use ruststream_core::{BoxFuture, ConsumeError, DeliveryStream};
 use tokio::task::JoinSet;
 
-use crate::dispatch::Process;
 use crate::mount::Concurrency;
+use crate::runtime::Runtime;
 
 /// Spawns on `tasks` the loops that run `worker` over `deliveries` with the mount's
 /// concurrency, until the stream ends or the service stops, each with the bare
@@ -42,4 +42,24 @@ pub(crate) fn loops<W: Process>(
             lanes::spawn(worker, deliveries, lanes, key, trailing, tasks);
         }
     }
+}
+
+/// A mount's handler, type-erased for the loops: what they need to run it.
+pub(crate) trait Process: Send + Sync + 'static {
+    fn runtime(&self) -> &Arc<Runtime>;
+
+    /// Whether the mount's subscription drains at a graceful stop (its loops handle
+    /// what the stream still yields).
+    fn drains(&self) -> bool;
+
+    /// Reports an error of the subscription (it goes on).
+    fn report(&self, error: &ConsumeError);
+
+    /// The loop over `deliveries`, with up to `trailing` bare settlements under way
+    /// behind it.
+    fn sequential(
+        self: Arc<Self>,
+        deliveries: DeliveryStream,
+        trailing: usize,
+    ) -> BoxFuture<'static, ()>;
 }

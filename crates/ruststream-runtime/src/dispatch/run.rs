@@ -16,7 +16,6 @@
 use std::future::poll_fn;
 use std::pin::{Pin, pin};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll, ready};
 use std::time::{Duration, Instant};
 
@@ -26,34 +25,15 @@ use ruststream_core::{
 use tokio::sync::futures::Notified;
 use tokio::time::Sleep;
 
-use super::handling::{Handling, poll};
-use super::worker::{Layers, Report, Worker, bare};
+use super::worker::{Handling, Layers, Worker, bare, poll};
 use crate::behind::Behind;
+use crate::concurrency::Process;
 use crate::handler::Handler;
 use crate::layer::Visits;
 use crate::outcome::Outcome;
-use crate::runtime::Runtime;
+use crate::report::Report;
+use crate::runtime::{InFlight, Runtime};
 use crate::settled::{Cause, SettleError};
-
-/// A mount's handler, type-erased for the loops: what they need to run it.
-pub(crate) trait Process: Send + Sync + 'static {
-    fn runtime(&self) -> &Arc<Runtime>;
-
-    /// Whether the mount's subscription drains at a graceful stop (its loops handle
-    /// what the stream still yields).
-    fn drains(&self) -> bool;
-
-    /// Reports an error of the subscription (it goes on).
-    fn report(&self, error: &ConsumeError);
-
-    /// The loop over `deliveries`, with up to `trailing` bare settlements under way
-    /// behind it.
-    fn sequential(
-        self: Arc<Self>,
-        deliveries: DeliveryStream,
-        trailing: usize,
-    ) -> BoxFuture<'static, ()>;
-}
 
 impl<H: Handler<M>, M: 'static, L: Layers> Process for Worker<H, M, L> {
     fn runtime(&self) -> &Arc<Runtime> {
@@ -83,25 +63,6 @@ impl<H: Handler<M>, M: 'static, L: Layers> Process for Worker<H, M, L> {
 /// always ready (a full memory queue, a handler that retries at once) must not hold the
 /// thread.
 const BUDGET: u8 = 128;
-
-/// One delivery counted in flight ([`Runtime::in_flight`]) for as long as this lives,
-/// also where the loop is dropped mid-delivery.
-struct InFlight<'a>(&'a AtomicUsize);
-
-impl<'a> InFlight<'a> {
-    #[inline]
-    fn new(count: &'a AtomicUsize) -> Self {
-        count.fetch_add(1, Ordering::AcqRel);
-        Self(count)
-    }
-}
-
-impl Drop for InFlight<'_> {
-    #[inline]
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
 
 /// The loop; it ends when the stream does, the service stops, or a `fail_fast` policy
 /// stops it, once the settlements behind it are over.

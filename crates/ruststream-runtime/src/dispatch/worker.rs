@@ -1,13 +1,20 @@
-//! Handling one delivery: decode, call, apply a failure policy, settle, run hooks.
+//! A mount's worker: calls its handler on a delivery (a failure policy deciding where
+//! that fails), polls the handler's future (panics caught, inside the delivery's visits,
+//! within the mount's time limit), asks the decision, and carries out and reports what
+//! is more than a settlement.
 
+use std::future::Future;
 use std::marker::PhantomData;
 use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{self, Poll};
 use std::time::Duration;
 
 use ruststream_core::{
-    Address, BoxFuture, Capabilities, Delivery, Facts, Original, Plan, Settlement, Verdict, decide,
+    BoxFuture, Capabilities, Delivery, Facts, Original, Plan, Settlement, Verdict, decide,
 };
+use tokio::time::Sleep;
 
 use crate::dead_letter::Why;
 use crate::execute::execute;
@@ -17,8 +24,9 @@ use crate::layer::{Stack, Visits};
 use crate::mount::Mount;
 use crate::outcome::Outcome;
 use crate::policy::{Policy, panic_message};
+use crate::report::Report;
 use crate::runtime::Runtime;
-use crate::settled::{Cause, SettleError, Settled};
+use crate::settled::{Cause, SettleError};
 
 /// One mount's handler with what it needs to settle.
 pub(crate) struct Worker<H, M, L> {
@@ -35,22 +43,6 @@ pub(crate) struct Worker<H, M, L> {
     /// timed ([`Settled::elapsed`](crate::Settled::elapsed)).
     pub(super) watched: bool,
     marker: PhantomData<fn() -> M>,
-}
-
-/// What the hooks and the delivery's visits learn once its settlement is over.
-///
-/// Its own fields rather than a [`Settled`] waiting for its result: that shape, tried,
-/// cost 131 more instructions a message where settlements are watched (`scripts/bench-core
-/// raw+metrics`, 1,444 against 1,313), the larger value moved along the loop's path.
-pub(super) struct Report {
-    pub(super) address: Address,
-    pub(super) attempt: u32,
-    pub(super) verdict: Verdict,
-    pub(super) cause: Cause,
-    pub(super) plan: Plan,
-    pub(super) after: Option<crate::outcome::After>,
-    pub(super) visits: Visits,
-    pub(super) elapsed: Option<Duration>,
 }
 
 /// A mount's middleware as the loop sees it: none ([`NoLayers`], for a mount without
@@ -175,38 +167,7 @@ impl<H: Handler<M>, M: 'static, L: Layers> Worker<H, M, L> {
         if let Err(error) = &result {
             self.settlement_failed(error);
         }
-        report.and_then(|report| self.told(result, report))
-    }
-
-    #[inline(never)]
-    fn told(
-        &self,
-        result: Result<(), SettleError>,
-        Report {
-            address,
-            attempt,
-            verdict,
-            cause,
-            plan,
-            after,
-            visits,
-            elapsed,
-        }: Report,
-    ) -> Option<BoxFuture<'static, ()>> {
-        let settled = Settled {
-            address,
-            attempt,
-            verdict,
-            cause,
-            plan,
-            result,
-            elapsed,
-        };
-        visits.settled(&settled);
-        for hook in &self.runtime.after_settle {
-            hook(&settled);
-        }
-        after.map(|after| after(&settled))
+        report.and_then(|report| report.tell(result, &self.runtime.after_settle))
     }
 
     /// The failure policy's decision for `cause` (see [`Policy::decide`]).
@@ -284,28 +245,8 @@ impl<H: Handler<M>, M: 'static, L: Layers> Worker<H, M, L> {
     /// Whether the handler's polls run inside the delivery's visits: only where the
     /// handler has middleware, and one of its visits enters.
     #[inline(always)]
-    pub(super) fn followed(&self, visits: &Visits) -> bool {
+    fn followed(&self, visits: &Visits) -> bool {
         self.stack.stack().is_some() && visits.enters()
-    }
-
-    /// The timeout policy's decision for a handler cancelled after `limit`.
-    #[cold]
-    pub(super) fn timed_out(
-        &self,
-        limit: std::time::Duration,
-        delivery: Option<&Delivery>,
-    ) -> Option<(Outcome, Cause)> {
-        self.policy(self.mount.on_timeout, Cause::Timeout(limit), delivery)
-    }
-
-    /// The panic policy's decision for a handler that panicked with `message`.
-    #[cold]
-    pub(super) fn panicked(
-        &self,
-        message: String,
-        delivery: Option<&Delivery>,
-    ) -> Option<(Outcome, Cause)> {
-        self.policy(self.mount.on_panic, Cause::Panic(message), delivery)
     }
 
     /// Carries out `plan` for `delivery` when there is more to it than a settlement
@@ -366,4 +307,111 @@ impl<H: Handler<M>, M: 'static, L: Layers> Worker<H, M, L> {
     pub(super) fn settlement_failed(&self, error: &SettleError) {
         tracing::warn!(address = %self.mount.address, %error, "settlement failed; going on");
     }
+}
+
+/// The handler's future (in the loop's place for it) until it decides, within the
+/// mount's time limit.
+pub(super) struct Handling<'a, H: Handler<M>, M: 'static, L: Layers> {
+    pub(super) worker: &'a Worker<H, M, L>,
+    pub(super) delivery: &'a Delivery,
+    pub(super) visits: &'a Visits,
+    pub(super) running: Pin<&'a mut Option<H::Future>>,
+    pub(super) deadline: Pin<&'a mut Option<Sleep>>,
+}
+
+impl<H: Handler<M>, M: 'static, L: Layers> Future for Handling<'_, H, M, L> {
+    type Output = Option<(Outcome, Cause)>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut task::Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let (worker, delivery) = (this.worker, this.delivery);
+        match poll(this.running.as_mut(), worker, delivery, this.visits, cx) {
+            Poll::Pending => match worker.mount.timeout {
+                Some(limit) => {
+                    let (running, deadline) = (this.running.as_mut(), this.deadline.as_mut());
+                    expired(running, deadline, limit, worker, delivery, cx)
+                }
+                None => Poll::Pending,
+            },
+            decided => decided,
+        }
+    }
+}
+
+/// Polls the handler's future, under `catch_unwind` (and inside the delivery's visits,
+/// where middleware follow it); once it is over (and dropped), what to do: its outcome,
+/// or the panic policy's decision (`None`: stop).
+#[inline(always)]
+pub(super) fn poll<H: Handler<M>, M: 'static, L: Layers>(
+    mut running: Pin<&mut Option<H::Future>>,
+    worker: &Worker<H, M, L>,
+    delivery: &Delivery,
+    visits: &Visits,
+    cx: &mut task::Context<'_>,
+) -> Poll<Option<(Outcome, Cause)>> {
+    let Some(mut future) = running.as_mut().as_pin_mut() else {
+        return Poll::Ready(None);
+    };
+    let mut poll = || std::panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx)));
+    let polled = if worker.followed(visits) {
+        within(visits, &mut poll)
+    } else {
+        poll()
+    };
+    let decided = match polled {
+        Ok(Poll::Pending) => return Poll::Pending,
+        Ok(Poll::Ready(outcome)) => Some((outcome, Cause::Handler)),
+        Err(panic) => {
+            let cause = Cause::Panic(panic_message(&*panic));
+            worker.policy(worker.mount.on_panic, cause, Some(delivery))
+        }
+    };
+    running.set(None);
+    Poll::Ready(decided)
+}
+
+/// `poll` run inside `visits` (once, even where a visit forgot to call it).
+#[inline(never)]
+fn within<T>(visits: &Visits, poll: &mut dyn FnMut() -> T) -> T {
+    let mut polled = None;
+    visits.within(&mut || polled = Some(poll()));
+    match polled {
+        Some(polled) => polled,
+        None => poll(),
+    }
+}
+
+/// The handler waits on something: once its time `limit` is over (its `deadline` armed
+/// at the first look), it is cancelled (its future dropped) and the timeout policy
+/// decides. A limit over at once wakes the loop, which polls the handler once more.
+#[cold]
+#[inline(never)]
+fn expired<H: Handler<M>, M: 'static, L: Layers>(
+    mut running: Pin<&mut Option<H::Future>>,
+    mut deadline: Pin<&mut Option<Sleep>>,
+    limit: Duration,
+    worker: &Worker<H, M, L>,
+    delivery: &Delivery,
+    cx: &mut task::Context<'_>,
+) -> Poll<Option<(Outcome, Cause)>> {
+    if deadline.is_none() {
+        deadline.set(Some(tokio::time::sleep(limit)));
+        if deadline
+            .as_mut()
+            .as_pin_mut()
+            .is_some_and(|sleep| sleep.poll(cx).is_ready())
+        {
+            cx.waker().wake_by_ref();
+        }
+        return Poll::Pending;
+    }
+    if !deadline
+        .as_pin_mut()
+        .is_some_and(|sleep| sleep.poll(cx).is_ready())
+    {
+        return Poll::Pending;
+    }
+    running.set(None);
+    let cause = Cause::Timeout(limit);
+    Poll::Ready(worker.policy(worker.mount.on_timeout, cause, Some(delivery)))
 }
