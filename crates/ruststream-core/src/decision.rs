@@ -82,7 +82,7 @@ pub struct Plan {
     /// A copy to publish. Without a delay it is published **before** the original is
     /// settled (a crash leaves a duplicate, never a loss); with one, the original is
     /// settled now and the copy published from the process when the delay is over.
-    pub copy: Option<Copy>,
+    pub copy: Option<Republish>,
     /// What becomes of the original.
     pub original: Original,
 }
@@ -96,9 +96,11 @@ impl Plan {
     }
 }
 
-/// A copy of the delivery to publish.
+/// A copy of the delivery to publish: a retry, at once or after a delay, or a dead
+/// letter. The one type for it, from the decision to the middleware that sees it go out
+/// (the runtime's `Visit::publishes`).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Copy {
+pub struct Republish {
     /// Where it goes: the retry address or the dead letter.
     pub to: Address,
     /// `Some(n)`: a retry copy whose `x-ruststream-retry-count` is `n` (the attempt it
@@ -108,6 +110,23 @@ pub struct Copy {
     /// Publish after this delay, from the process (lost if the process stops first).
     /// The original is then settled at once with [`Settlement::Reject`].
     pub delay: Option<Duration>,
+}
+
+impl Republish {
+    /// Whether it is a dead letter (else a retry copy).
+    #[inline]
+    pub fn is_dead_letter(&self) -> bool {
+        self.retry_count.is_none()
+    }
+
+    /// What it is: `retry`, `delayed_retry` or `dead_letter`.
+    pub fn as_str(&self) -> &'static str {
+        match (self.retry_count, self.delay) {
+            (None, _) => "dead_letter",
+            (Some(_), Some(_)) => "delayed_retry",
+            (Some(_), None) => "retry",
+        }
+    }
 }
 
 /// What becomes of the original delivery.
@@ -181,7 +200,7 @@ pub fn decide(
     if at_cap || (decl.max_attempts.is_none() && decl.dead_letter.is_some()) {
         return match &decl.dead_letter {
             Some(dead_letter) => Plan {
-                copy: Some(Copy {
+                copy: Some(Republish {
                     to: dead_letter.clone(),
                     retry_count: None,
                     delay: None,
@@ -193,7 +212,7 @@ pub fn decide(
     }
 
     let copy = |delay| {
-        Some(Copy {
+        Some(Republish {
             to: decl.retry_to.clone().unwrap_or_else(|| own.clone()),
             retry_count: Some(facts.attempt),
             delay,

@@ -42,7 +42,7 @@ pub use broker::{
 };
 pub use capabilities::Capabilities;
 pub use connector::{ConnectFailure, Connector, Scheme, Server, opened, redact};
-pub use decision::{Copy, Facts, Original, Plan, Verdict, decide};
+pub use decision::{Facts, Original, Plan, Republish, Verdict, decide};
 pub use delivery::{Delivery, Settling};
 pub use drain::{Drain, Requested};
 pub use error::{AckError, ConsumeError, PublishError, PublishErrorKind, SubscribeError};

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use ruststream_core::Verdict::{self, Ack, Drop, Retry};
 use ruststream_core::{
-    Address, Capabilities, Copy as PlanCopy, Declaration, Facts, Original, Plan, Settlement, decide,
+    Address, Capabilities, Declaration, Facts, Original, Plan, Republish, Settlement, decide,
 };
 
 const D: Duration = Duration::from_secs(5);
@@ -131,7 +131,7 @@ fn expected(c: C, o: Original, attempt: u32, retry_to: bool) -> Plan {
         C::R => Some((to, Some(attempt), None)),
         C::RAfter => Some((to, Some(attempt), Some(D))),
     };
-    let copy = copy.map(|(to, retry_count, delay)| PlanCopy {
+    let copy = copy.map(|(to, retry_count, delay)| Republish {
         to,
         retry_count,
         delay,
@@ -489,7 +489,7 @@ fn native_delay_beyond_its_bound_falls_back() {
         assert_eq!(
             plan,
             Plan {
-                copy: Some(PlanCopy {
+                copy: Some(Republish {
                     to: own.clone(),
                     retry_count: Some(1),
                     delay: Some(long)

@@ -10,7 +10,7 @@ use ruststream_core::{
 
 use crate::dead_letter::Why;
 use crate::deferred::DelayedCopy;
-use crate::layer::{Republish, Visits};
+use crate::layer::Visits;
 use crate::runtime::Runtime;
 use crate::settled::SettleError;
 
@@ -77,24 +77,16 @@ pub(crate) async fn execute(
     };
     let original = plan.original;
     let mut message: Message = delivery.to_message();
-    let republish = match copy.retry_count {
+    match copy.retry_count {
         Some(count) => {
             message
                 .headers
                 .insert(RETRY_COUNT, HeaderValue::from(count));
-            if copy.delay.is_some() {
-                Republish::DelayedRetry
-            } else {
-                Republish::Retry
-            }
         }
-        None => {
-            crate::dead_letter::mark(&mut message, why);
-            Republish::DeadLetter
-        }
-    };
+        None => crate::dead_letter::mark(&mut message, why),
+    }
+    let sents = visits.publishes(copy, &mut message);
     let (to, delay) = (copy.to.clone(), copy.delay);
-    let sents = visits.publishes(republish, &to, &mut message);
     let moves = capabilities.moves;
     let subscription = why.from.clone();
     if let (true, None, Original::Settle(settlement)) = (moves, delay, original) {

@@ -28,9 +28,10 @@ pub use layered::{Layered, LayeredFuture};
 pub use limit::{ConcurrencyLimit, RateLimit};
 pub(crate) use publish::Published;
 pub use publish::{PublishLayer, PublishMiddleware};
+pub use ruststream_core::Republish;
 #[doc(hidden)]
 pub use stack::Stack;
-pub use visit::{Republish, Sent, Visit};
+pub use visit::{Sent, Visit};
 pub(crate) use visit::{Sents, Visits};
 
 use crate::outcome::Outcome;

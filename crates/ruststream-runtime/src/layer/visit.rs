@@ -7,7 +7,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use ruststream_core::{Address, Message, PublishError};
+use ruststream_core::{Message, PublishError, Republish};
 
 use crate::settled::Settled;
 
@@ -69,11 +69,12 @@ pub trait Visit: Send + Sync + 'static {
         f();
     }
 
-    /// Sees (and may change) a message the runtime publishes because of the delivery,
-    /// before it goes out; what it returns is told whether the broker took it (for a
-    /// delayed copy: once its delay is over and it went out, or was given up).
-    fn publishes(&self, copy: Republish, to: &Address, message: &mut Message) -> Option<Sent> {
-        let _ = (copy, to, message);
+    /// Sees (and may change) a copy of the delivery the runtime publishes (`copy` says
+    /// which and where to, as the plan has it), before it goes out; what it returns is
+    /// told whether the broker took it (for a delayed copy: once its delay is over and it
+    /// went out, or was given up).
+    fn publishes(&self, copy: &Republish, message: &mut Message) -> Option<Sent> {
+        let _ = (copy, message);
         None
     }
 
@@ -92,29 +93,6 @@ pub trait Visit: Send + Sync + 'static {
 
 /// Told whether a message the runtime published went out.
 pub type Sent = Box<dyn FnOnce(Result<(), &PublishError>) + Send>;
-
-/// What a message the runtime publishes because of a delivery is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Republish {
-    /// A retry copy, published at once.
-    Retry,
-    /// A retry copy published from the process after its delay.
-    DelayedRetry,
-    /// A dead letter.
-    DeadLetter,
-}
-
-impl Republish {
-    /// Its name: `retry`, `delayed_retry`, `dead_letter`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Retry => "retry",
-            Self::DelayedRetry => "delayed_retry",
-            Self::DeadLetter => "dead_letter",
-        }
-    }
-}
 
 /// The visits of one delivery, outermost first (none where no middleware follows it:
 /// then nothing is allocated; one, the common case, is kept in place, so a middleware
@@ -184,13 +162,13 @@ impl Visits {
     }
 
     /// Shows each visit a message the runtime publishes; what they want told of it.
-    pub(crate) fn publishes(&self, copy: Republish, to: &Address, message: &mut Message) -> Sents {
+    pub(crate) fn publishes(&self, copy: &Republish, message: &mut Message) -> Sents {
         if self.is_empty() {
             return Sents::default();
         }
         Sents(
             self.iter()
-                .filter_map(|visit| visit.publishes(copy, to, message))
+                .filter_map(|visit| visit.publishes(copy, message))
                 .collect(),
         )
     }
@@ -248,6 +226,8 @@ impl<F: Future> Future for Entered<F> {
 mod tests {
     use std::sync::Mutex;
 
+    use ruststream_core::Address;
+
     use super::*;
 
     struct Mark(&'static str, Arc<Mutex<Vec<&'static str>>>);
@@ -265,7 +245,7 @@ mod tests {
             f();
         }
 
-        fn publishes(&self, copy: Republish, _: &Address, message: &mut Message) -> Option<Sent> {
+        fn publishes(&self, copy: &Republish, message: &mut Message) -> Option<Sent> {
             message.headers.insert("seen", copy.as_str().to_owned());
             let log = self.1.clone();
             Some(Box::new(move |result| {
@@ -294,7 +274,12 @@ mod tests {
         let out = visits.clone().enter(async { 7 }).await;
         assert_eq!(out, 7);
         let mut message = Message::new("x");
-        let sents = visits.publishes(Republish::DeadLetter, &Address::new("dl"), &mut message);
+        let dead_letter = Republish {
+            to: Address::new("dl"),
+            retry_count: None,
+            delay: None,
+        };
+        let sents = visits.publishes(&dead_letter, &mut message);
         assert_eq!(message.headers.get_str("seen"), Some("dead_letter"));
         sents.tell(Ok(()));
         visits.settled(&Settled {

@@ -2,7 +2,7 @@
 
 #[cfg(feature = "otel")]
 use ruststream_core::Verdict;
-use ruststream_core::{Copy, Original, Plan, Settlement};
+use ruststream_core::{Original, Plan, Republish, Settlement};
 
 pub(crate) const VERDICTS: [&str; 4] = ["ack", "drop", "retry", "retry_after"];
 pub(crate) const PLANS: [&str; 11] = [
@@ -23,12 +23,12 @@ pub(crate) const PLANS: [&str; 11] = [
 pub(crate) fn plan_kind(plan: &Plan) -> usize {
     match (&plan.copy, plan.original) {
         (
-            Some(Copy {
+            Some(Republish {
                 retry_count: None, ..
             }),
             _,
         ) => 10,
-        (Some(Copy { delay: Some(_), .. }), _) => 9,
+        (Some(Republish { delay: Some(_), .. }), _) => 9,
         (Some(_), _) => 8,
         (None, Original::Settle(Settlement::Accept)) => 0,
         (None, Original::Settle(Settlement::Reject)) => 1,

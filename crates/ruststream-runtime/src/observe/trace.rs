@@ -142,8 +142,8 @@ impl Visit for Traced {
         f();
     }
 
-    fn publishes(&self, copy: Republish, to: &Address, message: &mut Message) -> Option<Sent> {
-        let name = copy.as_str();
+    fn publishes(&self, copy: &Republish, message: &mut Message) -> Option<Sent> {
+        let (name, to) = (copy.as_str(), &copy.to);
         let mut attributes = vec![
             KeyValue::new("messaging.system", messaging_system(self.system)),
             KeyValue::new("messaging.destination.name", to.as_str().to_owned()),
