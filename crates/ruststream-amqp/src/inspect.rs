@@ -41,8 +41,8 @@ use fe2o3_amqp::link::receiver::CreditMode;
 use fe2o3_amqp_types::definitions::{ReceiverSettleMode, SenderSettleMode};
 use fe2o3_amqp_types::messaging::Body;
 use fe2o3_amqp_types::primitives::Value;
-use ruststream_core::{Address, BoxFuture, Inspect, InspectError, Message, Waiting, content_id};
-use ruststream_rabbitmq::inspect::{self, Pass, Sweep, failed, unsupported};
+use ruststream_core::{Address, BoxFuture, InspectError, Message, Waiting, content_id};
+use ruststream_rabbitmq::inspect::{Pass, Sweep, failed, unsupported};
 
 use crate::AmqpBroker;
 use crate::address::amqp_address;
@@ -197,23 +197,7 @@ impl Sweep for AmqpBroker {
     }
 }
 
-impl Inspect for AmqpBroker {
-    fn browse(
-        &self,
-        address: &Address,
-        max: usize,
-    ) -> BoxFuture<'_, Result<Vec<Waiting>, InspectError>> {
-        inspect::browse(self, address, max)
-    }
-
-    fn remove<'a>(
-        &'a self,
-        address: &'a Address,
-        ids: &'a [String],
-    ) -> BoxFuture<'a, Result<usize, InspectError>> {
-        inspect::remove(self, address, ids)
-    }
-}
+ruststream_rabbitmq::inspect_by_sweep!(AmqpBroker);
 
 #[cfg(test)]
 mod tests {

@@ -30,8 +30,8 @@
 
 use lapin::options::{BasicAckOptions, BasicGetOptions, BasicNackOptions};
 use lapin::{Channel, Connection};
-use ruststream_core::{Address, BoxFuture, Inspect, InspectError, Message, Waiting, content_id};
-use ruststream_rabbitmq::inspect::{self, Pass, Sweep, failed, unsupported};
+use ruststream_core::{Address, BoxFuture, InspectError, Message, Waiting, content_id};
+use ruststream_rabbitmq::inspect::{Pass, Sweep, failed, unsupported};
 
 use crate::LapinBroker;
 use crate::probe::{self, Found, ProbeError};
@@ -155,20 +155,4 @@ impl Sweep for LapinBroker {
     }
 }
 
-impl Inspect for LapinBroker {
-    fn browse(
-        &self,
-        address: &Address,
-        max: usize,
-    ) -> BoxFuture<'_, Result<Vec<Waiting>, InspectError>> {
-        inspect::browse(self, address, max)
-    }
-
-    fn remove<'a>(
-        &'a self,
-        address: &'a Address,
-        ids: &'a [String],
-    ) -> BoxFuture<'a, Result<usize, InspectError>> {
-        inspect::remove(self, address, ids)
-    }
-}
+ruststream_rabbitmq::inspect_by_sweep!(LapinBroker);

@@ -73,6 +73,51 @@ pub fn remove<'a, S: Sweep>(
     })
 }
 
+/// Implements `ruststream_core::Inspect` for a broker type that implements [`Sweep`]:
+/// browse and remove by [`browse`] and [`remove`], as both RabbitMQ adapters do.
+///
+/// ```
+/// use ruststream_core::{BoxFuture, InspectError};
+/// use ruststream_rabbitmq::inspect::{Pass, Sweep};
+///
+/// /// A broker whose queues are always empty.
+/// struct Empty;
+///
+/// impl Sweep for Empty {
+///     fn sweep<'a>(&'a self, _: Pass<'a>) -> BoxFuture<'a, Result<(), InspectError>> {
+///         Box::pin(async { Ok(()) })
+///     }
+/// }
+///
+/// ruststream_rabbitmq::inspect_by_sweep!(Empty);
+/// ```
+#[macro_export]
+macro_rules! inspect_by_sweep {
+    ($broker:ty) => {
+        impl ::ruststream_core::Inspect for $broker {
+            fn browse(
+                &self,
+                address: &::ruststream_core::Address,
+                max: usize,
+            ) -> ::ruststream_core::BoxFuture<
+                '_,
+                Result<Vec<::ruststream_core::Waiting>, ::ruststream_core::InspectError>,
+            > {
+                $crate::inspect::browse(self, address, max)
+            }
+
+            fn remove<'a>(
+                &'a self,
+                address: &'a ::ruststream_core::Address,
+                ids: &'a [String],
+            ) -> ::ruststream_core::BoxFuture<'a, Result<usize, ::ruststream_core::InspectError>>
+            {
+                $crate::inspect::remove(self, address, ids)
+            }
+        }
+    };
+}
+
 /// A broker's failure while inspecting, as the tools show it.
 pub fn failed(what: impl std::fmt::Display) -> InspectError {
     InspectError::Broker(what.to_string())
