@@ -62,11 +62,11 @@
 //! the cap, RabbitMQ 4's own limit of 20 on a quorum queue without `x-delivery-limit`,
 //! known from the version in the broker's `open` frame, under a larger cap) is refused
 //! with `SubscribeError::BadOption` (a policy's limit is stated with
-//! [`SubscribeOptions::delivery_limit`]); a missing queue is
+//! [`QueueOptions::delivery_limit`]); a missing queue is
 //! `SubscribeError::BadAddress`. [`SubscribeOptions::declare`] makes a missing queue
 //! from the mount's declaration. A broker without the management node gets the
-//! defaults (no counting, no dead-lettering), logged; [`SubscribeOptions::counts`] and
-//! [`SubscribeOptions::dead_letters`] override what was found.
+//! defaults (no counting, no dead-lettering), logged; [`SubscribeOptions::queue`] states
+//! what the queue does over what was found.
 //!
 //! ```no_run
 //! use ruststream_amqp::{QueueType, SubscribeOptions};
@@ -91,7 +91,7 @@
 //! `settle`. The keys: `credit` (a whole number, at least 1), `settle` (`at_least_once`,
 //! `at_most_once`), `declare` (`classic`, `quorum`, `stream`), `counts` and
 //! `dead_letters` (`true`, `false`), `delivery_limit` (a whole number, negative: none;
-//! see [`SubscribeOptions::delivery_limit`]). A key not among them or a value that does not read
+//! see [`QueueOptions::delivery_limit`]). A key not among them or a value that does not read
 //! is an error naming the setting and where it came from: at [`AmqpBroker::connect`]
 //! for the URL ([`ConnectError::BadUrl`]), at subscribe for a mount's
 //! (`SubscribeError::BadOption`).
@@ -243,6 +243,7 @@ pub use error::ConnectError;
 pub use options::{ConnectOptions, DEFAULT_CREDIT, Settle, SubscribeOptions};
 pub use publisher::AmqpPublisher;
 pub use queue::QueueType;
+pub use ruststream_rabbitmq::QueueOptions;
 /// The rustls this crate does TLS with (feature `tls`), for
 /// [`ConnectOptions::tls_client_config`].
 #[cfg(feature = "tls")]

@@ -32,8 +32,8 @@ pub enum Settle {
 /// ```
 ///
 /// Whether the queue counts deliveries and dead-letters by itself is found out from
-/// RabbitMQ at subscribe (see [Queues](crate#queues)); [`counts`](Self::counts) and
-/// [`dead_letters`](Self::dead_letters) override what was found.
+/// RabbitMQ at subscribe (see [Queues](crate#queues)); [`queue`](Self::queue) states it
+/// over what was found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SubscribeOptions {
     pub(crate) credit: u32,
@@ -73,26 +73,6 @@ impl SubscribeOptions {
         self
     }
 
-    /// Whether the queue counts `modified{delivery-failed}` in the header's
-    /// `delivery-count`, overriding what was found out (RabbitMQ 4: quorum queues count,
-    /// classic queues and streams do not; a broker without RabbitMQ's management node:
-    /// not counting). Where it does not count, a capped `retry()` is carried by copies
-    /// with `x-ruststream-retry-count`, and ends at the cap. Set `true` only for a queue
-    /// that counts (ActiveMQ Artemis): on one that does not, a capped `retry()` never ends.
-    pub const fn counts(mut self, counts: bool) -> Self {
-        self.queue = self.queue.counts(counts);
-        self
-    }
-
-    /// Whether the queue enforces the attempt cap and the dead letter itself, overriding
-    /// what was found out (RabbitMQ 4: a quorum queue with `x-delivery-limit` and a
-    /// dead-letter exchange). Retries are then always given back to the broker with
-    /// `modified`, which moves spent deliveries.
-    pub const fn dead_letters(mut self, dead_letters: bool) -> Self {
-        self.queue = self.queue.dead_letters(dead_letters);
-        self
-    }
-
     /// Makes the queue at subscribe if it does not exist (RabbitMQ 4, through its
     /// management node): durable, of type `kind`, with `x-delivery-limit`
     /// `max_attempts − 1` (quorum) and the mount's dead letter as
@@ -104,13 +84,13 @@ impl SubscribeOptions {
         self
     }
 
-    /// The delivery limit the quorum queue enforces (negative: none), overriding what
-    /// was found out (its `x-delivery-limit`, else RabbitMQ 4's default of 20). Set it
-    /// for a queue whose limit comes from a policy's `delivery-limit`, which management
-    /// does not show: a `max_attempts` whose deliveries do not fit under the limit is
-    /// refused at subscribe.
-    pub const fn delivery_limit(mut self, limit: i64) -> Self {
-        self.queue = self.queue.delivery_limit(limit);
+    /// What the queue does, stated over what was found out at subscribe (RabbitMQ 4,
+    /// through its management node: quorum queues count and, with `x-delivery-limit` and a
+    /// dead-letter exchange, dead-letter themselves; classic queues and streams do neither;
+    /// a broker without RabbitMQ's management node: neither). See [`QueueOptions`] for each
+    /// statement; the settings `counts`, `dead_letters` and `delivery_limit` set the same.
+    pub const fn queue(mut self, queue: QueueOptions) -> Self {
+        self.queue = queue;
         self
     }
 }

@@ -64,27 +64,29 @@ fn apply(options: SubscribeOptions, setting: &Setting) -> Result<SubscribeOption
 
 #[cfg(test)]
 mod tests {
+    use ruststream_core::split_query;
+    use ruststream_rabbitmq::QueueOptions;
+
     use super::*;
 
-    fn url(pairs: &[(&str, &str)]) -> Vec<Setting> {
-        pairs
-            .iter()
-            .map(|(k, v)| Setting::new(*k, *v, "url"))
-            .collect()
+    /// The settings of `url`'s query.
+    fn query(url: &str) -> Vec<Setting> {
+        split_query(url, |_| false).1
     }
 
     #[test]
     fn its_keys_and_the_queues_are_read_and_a_typed_settle_wins() {
-        let pairs = [("credit", "64"), ("declare", "quorum"), ("counts", "true")];
-        let got = options(&Options::default(), &url(&pairs)).expect("ok");
+        let url = query("amqp://h?credit=64&declare=quorum&counts=true");
+        let got = options(&Options::default(), &url).expect("ok");
         let want = SubscribeOptions::new()
             .credit(64)
-            .declare(QueueType::Quorum);
-        assert_eq!(got, want.counts(true));
+            .declare(QueueType::Quorum)
+            .queue(QueueOptions::new().counts(true));
+        assert_eq!(got, want);
         let mut mount = Options::default();
         mount.insert(SubscribeOptions::new().credit(2));
         mount.insert(Settle::AtMostOnce);
-        let got = options(&mount, &url(&[("settle", "at-least-once")])).expect("ok");
+        let got = options(&mount, &query("amqp://h?settle=at-least-once")).expect("ok");
         assert_eq!(
             got,
             SubscribeOptions::new().credit(2).settle(Settle::AtMostOnce)
@@ -93,18 +95,15 @@ mod tests {
 
     #[test]
     fn bad_settings_are_named() {
-        for (pairs, says) in [
-            (&[("prefetch", "5")][..], "unknown key for the amqp broker"),
-            (&[("credit", "0")][..], "at least 1"),
-            (&[("credit", "lots")][..], "whole number"),
-            (&[("declare", "lazy")][..], "classic, quorum, stream"),
-            (&[("counts", "perhaps")][..], "true or false"),
-            (&[("delivery_limit", "many")][..], "whole number"),
+        for (url, says) in [
+            ("amqp://h?prefetch=5", "unknown key for the amqp broker"),
+            ("amqp://h?credit=0", "at least 1"),
+            ("amqp://h?credit=lots", "whole number"),
+            ("amqp://h?declare=lazy", "classic, quorum, stream"),
+            ("amqp://h?counts=perhaps", "true or false"),
         ] {
-            let error = options(&Options::default(), &url(pairs))
-                .expect_err("refused")
-                .to_string();
-            assert!(error.contains(says), "{pairs:?}: {error}");
+            let refused = options(&Options::default(), &query(url)).expect_err(url);
+            assert!(refused.to_string().contains(says), "{url}: {refused}");
         }
     }
 }

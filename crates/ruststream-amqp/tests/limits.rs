@@ -6,7 +6,7 @@
 
 mod support;
 
-use ruststream_amqp::{QueueType, SubscribeOptions};
+use ruststream_amqp::{QueueOptions, QueueType, SubscribeOptions};
 use ruststream_core::{Address, Broker, Declaration, Message, Settlement, SubscribeError};
 use ruststream_core::{SubscribeSpec, Subscription};
 use support::*;
@@ -83,7 +83,7 @@ async fn delivery_limit_states_a_policys_limit() {
         None,
     );
     let broker = broker().await;
-    let options = SubscribeOptions::new().delivery_limit(24);
+    let options = SubscribeOptions::new().queue(QueueOptions::new().delivery_limit(24));
     let mut sub = subscribe(&broker, spec(&queue, options, capped(25))).await;
     broker
         .publisher()

@@ -3,7 +3,7 @@
 
 mod support;
 
-use ruststream_amqp::{QueueType, SubscribeOptions};
+use ruststream_amqp::{QueueOptions, QueueType, SubscribeOptions};
 use ruststream_core::{Address, Broker, Declaration, SubscribeError};
 use support::*;
 
@@ -220,10 +220,11 @@ async fn a_stream_neither_counts_nor_requeues() {
 #[tokio::test]
 async fn options_set_by_the_user_win_over_what_was_found() {
     let broker = broker().await;
-    let forced = SubscribeOptions::new().counts(true).dead_letters(true);
+    let forced = SubscribeOptions::new().queue(QueueOptions::new().counts(true).dead_letters(true));
     let sub = subscribe(&broker, spec(&q("classic"), forced, Declaration::default())).await;
     assert!(sub.capabilities.counts && sub.capabilities.dead_letters);
-    let forced = SubscribeOptions::new().counts(false).dead_letters(false);
+    let forced =
+        SubscribeOptions::new().queue(QueueOptions::new().counts(false).dead_letters(false));
     let sub = subscribe(&broker, spec(&q("selfdl"), forced, Declaration::default())).await;
     assert!(!sub.capabilities.counts && !sub.capabilities.dead_letters);
     broker.close().await;

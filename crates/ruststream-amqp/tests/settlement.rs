@@ -5,7 +5,7 @@ mod support;
 
 use std::time::Duration;
 
-use ruststream_amqp::SubscribeOptions;
+use ruststream_amqp::{QueueOptions, SubscribeOptions};
 use ruststream_core::{Broker, Declaration, Message, Original, RETRY_COUNT, Settlement, Verdict};
 use support::*;
 
@@ -231,7 +231,7 @@ async fn a_classic_queue_does_not_count_modified() {
         &broker,
         spec(
             &queue,
-            SubscribeOptions::new().counts(true),
+            SubscribeOptions::new().queue(QueueOptions::new().counts(true)),
             Declaration::default(),
         ),
     )

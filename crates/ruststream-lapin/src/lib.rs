@@ -123,14 +123,14 @@
 //! differ. RabbitMQ 4 gives a quorum queue without `x-delivery-limit` a limit of 20 of
 //! its own (RabbitMQ 3 none): the adapter reads the broker's version and refuses a
 //! `max_attempts` above the queue's effective limit + 1, naming the fix (a policy's
-//! limit is stated with [`SubscribeOptions::delivery_limit`]). By default a missing
+//! limit is stated with [`QueueOptions::delivery_limit`]). By default a missing
 //! queue is declared as a durable quorum queue from the mount's declaration (with its
 //! dead-letter queue, also for an existing queue; `never_declare` checks that it
 //! exists, and that a dead-letter exchange does); [`SubscribeOptions::declare`] picks the type (and refuses an
 //! existing queue of another), [`SubscribeOptions::never_declare`] makes a missing
 //! queue `SubscribeError::BadAddress`. An existing queue is never changed. Policies are not
-//! arguments and cannot be seen: [`SubscribeOptions::counts`] and
-//! [`SubscribeOptions::dead_letters`] say what a policy makes the queue do. A user
+//! arguments and cannot be seen: [`SubscribeOptions::queue`] says what a policy makes
+//! the queue do. A user
 //! without the configure permission on the queue cannot probe it: the subscription gets
 //! the defaults of a classic queue (logged), unless those options say otherwise.
 //!
@@ -161,7 +161,7 @@
 //! that order (a later key wins); typed [`SubscribeOptions`] win over every key. Keys:
 //! `prefetch` (1 to 65535), `declare` (`classic`, `quorum`, `never`), `counts` and
 //! `dead_letters` (`true`, `false`), `delivery_limit` (a whole number, negative: none;
-//! see [`SubscribeOptions::delivery_limit`]). lapin's own query keys (`heartbeat`,
+//! see [`QueueOptions::delivery_limit`]). lapin's own query keys (`heartbeat`,
 //! `connection_timeout`, `frame_max`, `channel_max`, `auth_mechanism`) stay with lapin.
 //! A key not among them or a value that does not read is an error naming it.
 //!
@@ -250,6 +250,7 @@ pub use options::{
 };
 pub use publisher::{LapinPublisher, PUBLISH_CHANNELS};
 pub use queue::QueueType;
+pub use ruststream_rabbitmq::QueueOptions;
 
 use acker::Delayed;
 use connection::Connector;

@@ -50,9 +50,8 @@ pub(crate) fn default_prefetch(in_flight: usize, counts: bool) -> u16 {
 /// ```
 ///
 /// What the queue is (its type, delivery limit and dead-letter exchange) is found out
-/// at subscribe (see [Queues](crate#queues)); [`counts`](Self::counts) and
-/// [`dead_letters`](Self::dead_letters) override what was found, for queues whose
-/// behaviour comes from a policy the adapter cannot see.
+/// at subscribe (see [Queues](crate#queues)); [`queue`](Self::queue) states it over what
+/// was found, for queues whose behaviour comes from a policy the adapter cannot see.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SubscribeOptions {
     pub(crate) prefetch: Option<u16>,
@@ -110,29 +109,14 @@ impl SubscribeOptions {
         self
     }
 
-    /// Whether the queue counts requeues in `x-delivery-count`, overriding what was
-    /// found out (quorum queues count; classic queues and streams do not).
-    pub const fn counts(mut self, counts: bool) -> Self {
-        self.queue = self.queue.counts(counts);
-        self
-    }
-
-    /// Whether the queue enforces the mount's cap and dead letter itself, overriding
-    /// what was found out (a quorum queue with `x-delivery-limit` and
-    /// `x-dead-letter-exchange` arguments does). Set it for a queue whose limit and
-    /// dead-letter exchange come from a policy, which the adapter cannot read.
-    pub const fn dead_letters(mut self, dead_letters: bool) -> Self {
-        self.queue = self.queue.dead_letters(dead_letters);
-        self
-    }
-
-    /// The delivery limit the quorum queue enforces (negative: none), overriding what
-    /// was found out (its `x-delivery-limit`, else the broker's default: 20 on
-    /// RabbitMQ 4, none on RabbitMQ 3). Set it for a queue whose limit comes from a
-    /// policy's `delivery-limit`, which the adapter cannot read: a `max_attempts` whose
-    /// deliveries do not fit under the limit is refused at subscribe.
-    pub const fn delivery_limit(mut self, limit: i64) -> Self {
-        self.queue = self.queue.delivery_limit(limit);
+    /// What the queue does, stated over what was found out at subscribe (its type and
+    /// arguments: quorum queues count and, with `x-delivery-limit` and
+    /// `x-dead-letter-exchange`, dead-letter themselves; classic queues and streams do
+    /// neither). For a queue whose limit and dead-letter exchange come from a policy, which
+    /// the adapter cannot read. See [`QueueOptions`] for each statement; the settings
+    /// `counts`, `dead_letters` and `delivery_limit` set the same.
+    pub const fn queue(mut self, queue: QueueOptions) -> Self {
+        self.queue = queue;
         self
     }
 }

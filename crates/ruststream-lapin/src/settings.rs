@@ -66,41 +66,36 @@ fn apply(options: SubscribeOptions, setting: &Setting) -> Result<SubscribeOption
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use ruststream_core::split_query;
+    use ruststream_rabbitmq::QueueOptions;
 
-    fn url(pairs: &[(&str, &str)]) -> Vec<Setting> {
-        pairs
-            .iter()
-            .map(|(k, v)| Setting::new(*k, *v, "url"))
-            .collect()
-    }
+    use super::*;
 
     #[test]
     fn its_keys_and_the_queues_are_read() {
-        let pairs = [
-            ("prefetch", "64"),
-            ("declare", "never"),
-            ("dead_letters", "true"),
-        ];
-        let got = options(&Options::default(), &url(&pairs)).expect("ok");
+        let (_, url) = split_query(
+            "amqp091://h?prefetch=64&declare=never&dead_letters=true",
+            |_| false,
+        );
+        let got = options(&Options::default(), &url).expect("ok");
+        let queue = QueueOptions::new().dead_letters(true);
         let want = SubscribeOptions::new().prefetch(64).never_declare();
-        assert_eq!(got, want.dead_letters(true));
+        assert_eq!(got, want.queue(queue));
     }
 
     #[test]
     fn bad_settings_are_named() {
-        for (pairs, says) in [
-            (&[("credit", "5")][..], "unknown key for the lapin broker"),
-            (&[("prefetch", "0")][..], "at least 1"),
-            (&[("prefetch", "70000")][..], "1 to 65535"),
-            (&[("declare", "lazy")][..], "classic, quorum, never"),
-            (&[("dead_letters", "perhaps")][..], "true or false"),
-            (&[("delivery_limit", "many")][..], "whole number"),
-        ] {
-            let error = options(&Options::default(), &url(pairs))
-                .expect_err("refused")
-                .to_string();
-            assert!(error.contains(says), "{pairs:?}: {error}");
+        let refusals = [
+            ("credit=5", "unknown key for the lapin broker"),
+            ("prefetch=0", "at least 1"),
+            ("prefetch=70000", "1 to 65535"),
+            ("declare=lazy", "classic, quorum, never"),
+            ("delivery_limit=many", "whole number"),
+        ];
+        for (setting, says) in refusals {
+            let (_, url) = split_query(&format!("amqp091://h?{setting}"), |_| false);
+            let error = options(&Options::default(), &url).map(|_| ()).unwrap_err();
+            assert!(error.to_string().contains(says), "{setting}: {error}");
         }
     }
 }

@@ -13,7 +13,7 @@ use futures_util::StreamExt;
 use ruststream_core::{
     Address, Broker, Message, Settlement, SubscribeError, SubscribeSpec, Subscription,
 };
-use ruststream_lapin::{QueueType, SubscribeOptions};
+use ruststream_lapin::{QueueOptions, QueueType, SubscribeOptions};
 use support::{QueueSpec, Rabbit, broker, declare, unique};
 
 /// `max_attempts(25)` and a dead letter, as a service mounts them.
@@ -108,7 +108,7 @@ async fn delivery_limit_states_a_policys_limit() {
     let broker = broker(Rabbit::V4).await;
     let mut spec = capped(&queue, &dead);
     spec.options
-        .insert(SubscribeOptions::new().delivery_limit(24));
+        .insert(SubscribeOptions::new().queue(QueueOptions::new().delivery_limit(24)));
     let subscribed = broker.subscribe(spec).await;
     let mut sub = subscribed.expect("the stated limit fits");
     broker

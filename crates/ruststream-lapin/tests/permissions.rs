@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use ruststream_core::{Broker, Message, Settlement, SubscribeSpec};
-use ruststream_lapin::{LapinBroker, SubscribeOptions};
+use ruststream_lapin::{LapinBroker, QueueOptions, SubscribeOptions};
 use support::{QueueSpec, Rabbit, broker, declare, unique};
 
 async fn a_reader_without_configure_permission_consumes(rabbit: Rabbit) {
@@ -38,7 +38,8 @@ async fn a_reader_without_configure_permission_consumes(rabbit: Rabbit) {
     assert!(!sub.capabilities.counts, "what the queue is stays unknown");
     drop(sub);
     let mut spec = SubscribeSpec::new(queue.as_str());
-    spec.options.insert(SubscribeOptions::new().counts(true));
+    spec.options
+        .insert(SubscribeOptions::new().queue(QueueOptions::new().counts(true)));
     let mut sub = reader.subscribe(spec).await.expect("subscribes");
     assert!(sub.capabilities.counts, "the option says it");
     let owner = broker(rabbit).await;

@@ -3,8 +3,18 @@
 
 use crate::{QueueFacts, QueueInfo};
 
-/// Overrides of what a queue was found to do, for queues whose behaviour comes from a
-/// policy the adapter cannot read.
+/// What a queue does, stated by the mount over what the adapter finds out at subscribe:
+/// for queues whose behaviour comes from a policy the adapter cannot read. Both RabbitMQ
+/// adapters take it (`SubscribeOptions::queue`); the URL and mount settings `counts`,
+/// `dead_letters` and `delivery_limit` set the same.
+///
+/// ```
+/// use ruststream_rabbitmq::QueueOptions;
+///
+/// // A queue whose delivery limit and dead-letter exchange come from a policy.
+/// let queue = QueueOptions::new().dead_letters(true).delivery_limit(5);
+/// assert_eq!(queue.delivery_limit, Some(5));
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct QueueOptions {
     /// Whether the queue counts deliveries.
@@ -25,19 +35,29 @@ impl QueueOptions {
         }
     }
 
-    /// Says whether the queue counts deliveries.
+    /// Says whether the queue counts the deliveries it hands back (quorum queues do, in
+    /// `x-delivery-count` over AMQP 0-9-1 and the header's `delivery-count` over AMQP
+    /// 1.0; classic queues and streams do not). Where it does not count, a capped
+    /// `retry()` is carried by copies with `x-ruststream-retry-count` and ends at the
+    /// cap. Set `true` only for a queue that counts (ActiveMQ Artemis over AMQP 1.0): on
+    /// one that does not, a capped `retry()` never ends.
     pub const fn counts(mut self, counts: bool) -> Self {
         self.counts = Some(counts);
         self
     }
 
-    /// Says whether the queue enforces the cap and the dead letter itself.
+    /// Says whether the queue enforces the mount's cap and dead letter itself (a quorum
+    /// queue with `x-delivery-limit` and a dead-letter exchange does). Retries are then
+    /// always handed back to the broker, which moves spent deliveries.
     pub const fn dead_letters(mut self, dead_letters: bool) -> Self {
         self.dead_letters = Some(dead_letters);
         self
     }
 
-    /// States the delivery limit the queue enforces (negative: none).
+    /// States the delivery limit the quorum queue enforces (negative: none), over its
+    /// `x-delivery-limit`, else the broker's default (20 on RabbitMQ 4, none on RabbitMQ
+    /// 3). Set it for a limit that comes from a policy's `delivery-limit`: a
+    /// `max_attempts` whose deliveries do not fit under the limit is refused at subscribe.
     pub const fn delivery_limit(mut self, limit: i64) -> Self {
         self.delivery_limit = Some(limit);
         self
