@@ -113,13 +113,18 @@ pub struct Republish {
 }
 
 impl Republish {
-    /// Whether it is a dead letter (else a retry copy).
-    #[inline]
-    pub fn is_dead_letter(&self) -> bool {
-        self.retry_count.is_none()
-    }
-
-    /// What it is: `retry`, `delayed_retry` or `dead_letter`.
+    /// What it is: `retry`, `delayed_retry` or `dead_letter` (a copy without a retry
+    /// count, whatever its delay).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ruststream_core::{Address, Republish};
+    ///
+    /// let copy = |retry_count, delay| Republish { to: Address::new("q"), retry_count, delay };
+    /// assert_eq!(copy(Some(1), None).as_str(), "retry");
+    /// assert_eq!(copy(Some(1), Some(Duration::from_secs(5))).as_str(), "delayed_retry");
+    /// assert_eq!(copy(None, None).as_str(), "dead_letter");
+    /// ```
     pub fn as_str(&self) -> &'static str {
         match (self.retry_count, self.delay) {
             (None, _) => "dead_letter",
