@@ -20,8 +20,15 @@
 //! requests racing; librdkafka's default 10,000). Prints each round's counts and the
 //! first records skipped; exits 1 where a record was skipped, an acknowledged record is
 //! missing or a publish failed.
+//!
+//! With `FETCH_GAP_FOLLOWER=adapter` the follower is the adapter's default mount (a
+//! `ruststream::App` on `KafkaBroker`, acking each record) in place of a plain consumer,
+//! and the example also counts the skipped records that lie where the adapter said its
+//! fetch passed over offsets (its `ruststream_kafka::gap` events): a skipped record
+//! outside every such stretch was read by the adapter and lost, and is counted apart.
 
 use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt as _;
@@ -31,6 +38,10 @@ use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
+use ruststream::{App, Mount, Outcome, Raw, State, ack};
+use ruststream_kafka::KafkaBroker;
+use tokio::sync::Notify;
+use tracing_subscriber::layer::{Context, SubscriberExt as _};
 
 /// Records a producer has under way at once.
 const WINDOW: usize = 1_000;
@@ -65,6 +76,7 @@ async fn read(
     consumer: &StreamConsumer,
     end: &tokio::sync::watch::Receiver<Option<i64>>,
     quiet: Duration,
+    reading: Option<&Notify>,
 ) -> BTreeMap<String, i64> {
     let mut end = end.clone();
     let mut got = BTreeMap::new();
@@ -80,6 +92,9 @@ async fn read(
                     let payload = String::from_utf8_lossy(message.payload().unwrap_or_default());
                     got.insert(payload.into_owned(), message.offset());
                     next = message.offset() + 1;
+                    if let Some(reading) = reading {
+                        reading.notify_one();
+                    }
                 }
                 Ok(Err(error)) => eprintln!("read: {error}"),
                 Err(_) if known.is_some() => return got,
@@ -93,6 +108,92 @@ async fn read(
             }
         }
     }
+}
+
+/// The stretches `from..to` the adapter said its fetch passed over.
+#[derive(Clone, Default)]
+struct PassedOver(Arc<Mutex<Vec<(i64, i64)>>>);
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for PassedOver {
+    fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
+        struct Bounds(Option<i64>, Option<i64>);
+        impl tracing::field::Visit for Bounds {
+            fn record_i64(&mut self, field: &tracing::field::Field, value: i64) {
+                match field.name() {
+                    "from" => self.0 = Some(value),
+                    "to" => self.1 = Some(value),
+                    _ => {}
+                }
+            }
+            fn record_debug(&mut self, _: &tracing::field::Field, _: &dyn std::fmt::Debug) {}
+        }
+        if event.metadata().target() != "ruststream_kafka::gap" {
+            return;
+        }
+        let mut bounds = Bounds(None, None);
+        event.record(&mut bounds);
+        if let Bounds(Some(from), Some(to)) = bounds {
+            let mut stretches = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+            stretches.push((from, to));
+        }
+    }
+}
+
+/// The payloads the adapter's follower handled, and its signal that it is reading.
+#[derive(Clone, Default)]
+struct Handled {
+    seen: Arc<Mutex<HashSet<String>>>,
+    reading: Arc<Notify>,
+}
+
+async fn handled(State(handled): State<Handled>, Raw(payload): Raw) -> Outcome {
+    let payload = String::from_utf8_lossy(&payload).into_owned();
+    let mut seen = handled.seen.lock().unwrap_or_else(PoisonError::into_inner);
+    seen.insert(payload);
+    handled.reading.notify_one();
+    ack()
+}
+
+/// The adapter's default mount on `topic` until it handled `end` records, or `end` is
+/// known and nothing more came for `quiet` (counted from its first record: joining the
+/// group takes a while): the payloads it handled (offsets unknown to a handler: -1).
+async fn follow(
+    bootstrap: &str,
+    topic: &str,
+    mut end: tokio::sync::watch::Receiver<Option<i64>>,
+    quiet: Duration,
+    reading: Arc<Notify>,
+) -> BTreeMap<String, i64> {
+    let broker = KafkaBroker::connect(&format!("kafka://{bootstrap}"))
+        .await
+        .expect("connect");
+    let seen = Arc::new(Mutex::new(HashSet::new()));
+    let running = App::new(broker)
+        .state(Handled {
+            seen: seen.clone(),
+            reading,
+        })
+        .mount(Mount::new(topic), handled)
+        .start()
+        .await
+        .expect("start");
+    let count = || seen.lock().unwrap_or_else(PoisonError::into_inner).len();
+    let (mut last, mut since) = (0, Instant::now());
+    loop {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = count();
+        if now != last {
+            (last, since) = (now, Instant::now());
+        }
+        let known = *end.borrow_and_update();
+        let read_all = known.is_some_and(|end| i64::try_from(now).is_ok_and(|now| now >= end));
+        if read_all || (known.is_some() && now > 0 && since.elapsed() >= quiet) {
+            break;
+        }
+    }
+    running.stop().await.expect("stop");
+    let seen = seen.lock().unwrap_or_else(PoisonError::into_inner);
+    seen.iter().map(|payload| (payload.clone(), -1)).collect()
 }
 
 /// Writes `records` records `"{producer}-{n}"`, [`WINDOW`] under way at once: those
@@ -152,7 +253,13 @@ async fn write(
     (acknowledged, failed)
 }
 
-async fn round(bootstrap: &str, producers: usize, records: usize, round: usize) -> bool {
+async fn round(
+    bootstrap: &str,
+    producers: usize,
+    records: usize,
+    round: usize,
+    passed: Option<&PassedOver>,
+) -> bool {
     let topic = format!("fetch-gap-{}-{round}", std::process::id());
     let admin: AdminClient<DefaultClientContext> = config(bootstrap).create().expect("admin");
     for created in admin
@@ -166,11 +273,42 @@ async fn round(bootstrap: &str, producers: usize, records: usize, round: usize) 
         created.unwrap_or_else(|(name, error)| panic!("cannot create {name}: {error}"));
     }
     let (known, end) = tokio::sync::watch::channel(None);
-    let tail = reader(bootstrap, &topic, "follower");
+    // The follower reads a first record before the producers start, so that it follows
+    // the tail while they write (a group takes a while to join).
+    let reading = Arc::new(Notify::new());
     let following = tokio::spawn({
-        let end = end.clone();
-        async move { read(&tail, &end, Duration::from_secs(20)).await }
+        let (end, bootstrap, topic) = (end.clone(), bootstrap.to_owned(), topic.clone());
+        let (adapter, reading) = (passed.is_some(), reading.clone());
+        async move {
+            if adapter {
+                follow(&bootstrap, &topic, end, Duration::from_secs(3), reading).await
+            } else {
+                let tail = reader(&bootstrap, &topic, "follower");
+                read(&tail, &end, Duration::from_secs(20), Some(&reading)).await
+            }
+        }
     });
+    let first: FutureProducer = config(bootstrap).create().expect("a producer");
+    first
+        .send(
+            FutureRecord::<(), _>::to(&topic)
+                .partition(0)
+                .payload("first"),
+            Duration::from_secs(30),
+        )
+        .await
+        .map_err(|(error, _)| error)
+        .expect("the first record");
+    tokio::time::timeout(Duration::from_secs(60), reading.notified())
+        .await
+        .expect("the follower reads within a minute");
+    if let Some(passed) = passed {
+        passed
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+    }
     let started = Instant::now();
     let writers: Vec<_> = (0..producers)
         .map(|p| tokio::spawn(write(bootstrap.to_owned(), topic.clone(), p, records)))
@@ -187,7 +325,7 @@ async fn round(bootstrap: &str, producers: usize, records: usize, round: usize) 
     known.send_replace(Some(high));
     let followed = following.await.expect("the follower");
     let again = reader(bootstrap, &topic, "again");
-    let stored = read(&again, &end, Duration::from_secs(20)).await;
+    let stored = read(&again, &end, Duration::from_secs(20), None).await;
     let skipped: Vec<_> = stored
         .iter()
         .filter(|(payload, _)| !followed.contains_key(*payload))
@@ -209,11 +347,34 @@ async fn round(bootstrap: &str, producers: usize, records: usize, round: usize) 
     for (payload, offset) in skipped.iter().take(10) {
         println!("  skipped: {payload} at offset {offset}");
     }
+    let mut lost = 0;
+    if let Some(passed) = passed {
+        let stretches = passed
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let inside = |offset: i64| {
+            stretches
+                .iter()
+                .any(|&(from, to)| (from..to).contains(&offset))
+        };
+        lost = skipped
+            .iter()
+            .filter(|(_, offset)| !inside(**offset))
+            .count();
+        println!(
+            "  the adapter said its fetch passed over {} stretches {:?}; skipped outside them \
+             (read by the adapter and lost): {lost}",
+            stretches.len(),
+            &stretches[..stretches.len().min(5)],
+        );
+    }
     // Gone once counted: a broker keeping every round's topic gets slower round by round.
     if let Err(error) = admin.delete_topics(&[&topic], &AdminOptions::new()).await {
         eprintln!("cannot delete {topic}: {error}");
     }
-    skipped.is_empty() && missing == 0 && failed == 0
+    skipped.is_empty() && missing == 0 && failed == 0 && lost == 0
 }
 
 /// `topic`'s partition 0's high watermark.
@@ -237,9 +398,15 @@ async fn main() {
             .map_or(default, |a| a.parse().expect("a whole number"))
     };
     let (producers, records, rounds) = (number(1, 4), number(2, 20_000), number(3, 5));
+    let passed = (std::env::var("FETCH_GAP_FOLLOWER").as_deref() == Ok("adapter")).then(|| {
+        let passed = PassedOver::default();
+        let subscriber = tracing_subscriber::registry().with(passed.clone());
+        tracing::subscriber::set_global_default(subscriber).expect("the only subscriber");
+        passed
+    });
     let mut clean = true;
     for n in 0..rounds {
-        clean &= round(bootstrap, producers, records, n).await;
+        clean &= round(bootstrap, producers, records, n, passed.as_ref()).await;
     }
     if !clean {
         std::process::exit(1);

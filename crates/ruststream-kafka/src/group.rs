@@ -188,6 +188,9 @@ impl Group {
             held = self.held();
         }
         let slot = held.partitions.get_mut(&partition)?;
+        if let Some(from) = slot.offsets.passes_over(offset) {
+            crate::gap::passed_over(&self.topic, partition, from, offset);
+        }
         slot.offsets.read(offset).then_some(Position {
             partition,
             offset,

@@ -69,6 +69,7 @@ mod delay;
 mod deliveries;
 mod error;
 mod fetch;
+mod gap;
 mod group;
 mod headers;
 mod inspect;

@@ -42,6 +42,14 @@ impl Partition {
         }
     }
 
+    /// Where `offset`, about to be read, lies past the offset after the highest one read:
+    /// that offset, the first of those the fetch passed over. On Kafka they are records
+    /// compacted away or transaction markers; a broker may also skip records it stored
+    /// (nisshi 0.8.1, docs/kafka.md).
+    pub(crate) fn passes_over(&self, offset: i64) -> Option<i64> {
+        self.next.filter(|&next| offset > next)
+    }
+
     /// Settles the delivery at `offset`; the new commit position if it moved.
     pub(crate) fn settle(&mut self, offset: i64) -> Option<i64> {
         self.unsettled.remove(&offset)?;
@@ -134,8 +142,12 @@ mod tests {
     #[test]
     fn a_gap_in_offsets_is_read_as_new() {
         let mut p = Partition::default();
+        assert_eq!(p.passes_over(3), None, "the first read");
         assert!(p.read(3));
+        assert_eq!(p.passes_over(4), None);
+        assert_eq!(p.passes_over(7), Some(4));
         assert!(p.read(7), "offsets skip over compacted or control records");
+        assert_eq!(p.passes_over(5), None, "read again after a seek");
         assert_eq!(p.settle(7), None);
         assert_eq!(p.settle(3), Some(8));
     }
