@@ -16,6 +16,7 @@ use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 
 use crate::BoxError;
 use crate::consume::dead_letter_of;
+use crate::gaps::Found;
 use crate::net::host_port;
 
 /// The partitions of the form's topic: several, so that a group shares it among its
@@ -196,7 +197,7 @@ pub(crate) async fn groups(url: &str, address: &str) -> Vec<String> {
 /// beside it the offset the group that reads that topic committed there. A record past
 /// the commit was never taken; one below it was committed past; none at all, the broker
 /// does not hold what it acknowledged. Blocking.
-fn trace_now(url: &str, address: &str, ids: &[u64]) -> Result<Vec<String>, BoxError> {
+fn trace_now(url: &str, address: &str, ids: &[u64]) -> Result<(Vec<String>, Vec<Found>), BoxError> {
     use rdkafka::Message as _;
     use rdkafka::message::Headers as _;
 
@@ -212,6 +213,7 @@ fn trace_now(url: &str, address: &str, ids: &[u64]) -> Result<Vec<String>, BoxEr
         }
     };
     let mut found = Vec::new();
+    let mut records = Vec::new();
     let mut seen = vec![false; ids.len()];
     for (topic, partitions) in &all {
         let committed: BaseConsumer = config(url)
@@ -254,6 +256,13 @@ fn trace_now(url: &str, address: &str, ids: &[u64]) -> Result<Vec<String>, BoxEr
                     continue;
                 };
                 seen[at] = true;
+                records.push(Found {
+                    id,
+                    topic: topic.clone(),
+                    partition,
+                    offset: record.offset(),
+                    timestamp: record.timestamp().to_millis().unwrap_or(-1),
+                });
                 let headers: Vec<String> = record
                     .headers()
                     .map(|h| {
@@ -288,14 +297,16 @@ fn trace_now(url: &str, address: &str, ids: &[u64]) -> Result<Vec<String>, BoxEr
             ));
         }
     }
-    Ok(found)
+    Ok((found, records))
 }
 
-/// [`trace_now`], off the runtime's threads; an error becomes the one line.
-pub(crate) async fn trace(url: &str, address: &str, ids: &[u64]) -> Vec<String> {
+/// [`trace_now`], off the runtime's threads: lines saying where the records of `ids`
+/// are, and those records (an error becomes the one line, with no record).
+pub(crate) async fn trace(url: &str, address: &str, ids: &[u64]) -> (Vec<String>, Vec<Found>) {
     let (url, address, ids) = (url.to_owned(), address.to_owned(), ids.to_vec());
     tokio::task::spawn_blocking(move || {
-        trace_now(&url, &address, &ids).unwrap_or_else(|e| vec![format!("kafka trace: {e}")])
+        trace_now(&url, &address, &ids)
+            .unwrap_or_else(|e| (vec![format!("kafka trace: {e}")], Vec::new()))
     })
     .await
     .unwrap_or_default()
@@ -367,7 +378,7 @@ mod tests {
         committer
             .commit(&done, rdkafka::consumer::CommitMode::Sync)
             .expect("committed");
-        let lines = trace(&url, &topic, &[8, 9, 10]).await;
+        let (lines, found) = trace(&url, &topic, &[8, 9, 10]).await;
         clean(&url, &topic).await.expect("cleaned");
         let of = |id: u64| {
             lines
@@ -380,6 +391,12 @@ mod tests {
         assert!(of(9).contains(&format!("at {topic}/1@2 ")), "{lines:?}");
         assert!(of(10).contains("in none of the run's topics"), "{lines:?}");
         assert_eq!(lines.len(), 3, "{lines:?}");
+        let at: Vec<(u64, &str, i32, i64)> = found
+            .iter()
+            .map(|f| (f.id, f.topic.as_str(), f.partition, f.offset))
+            .collect();
+        assert_eq!(at, [(8, topic.as_str(), 1, 1), (9, topic.as_str(), 1, 2)]);
+        assert!(found.iter().all(|f| f.timestamp > 0), "{found:?}");
     }
 
     #[test]

@@ -21,6 +21,7 @@ mod connect;
 mod consume;
 mod fault;
 mod form;
+mod gaps;
 mod jetstream;
 mod kafka;
 mod lock;
@@ -76,12 +77,17 @@ fn main() -> ExitCode {
 async fn dispatch(command: &str, args: &Args) -> Result<ExitCode, BoxError> {
     // The consumers log to files of their own (warnings included: panics and dead
     // letters are expected there); the driver only prints errors.
-    let level = if command == "run" { "error" } else { "warn" };
+    // A Kafka consumer says where its fetch passed over offsets, read by `gaps.rs`.
+    let level = match command {
+        "run" => "error".to_owned(),
+        "consume" => format!("warn,{}=debug", gaps::TARGET),
+        _ => "warn".to_owned(),
+    };
     tracing_subscriber::fmt()
         .with_ansi(false)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level)),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&level)),
         )
         .with_writer(std::io::stderr)
         .try_init()
@@ -136,6 +142,7 @@ async fn dispatch(command: &str, args: &Args) -> Result<ExitCode, BoxError> {
             println!(
                 "soak {} / {}: published {}, handled {}, dead-lettered {} (+{} rejected originals \
                  dead-lettered by the broker), lost {}, lost with the broker's unsaved state {}, \
+                 passed over by the broker's fetch {}, \
                  in-process delayed copies lost on crash {}, duplicates {}, still pending {}, \
                  faults {}, recovery median {:?} ms max {:?} ms, longest without a handled message \
                  {:?} ms, {} s: {}",
@@ -147,6 +154,7 @@ async fn dispatch(command: &str, args: &Args) -> Result<ExitCode, BoxError> {
                 t.rejected_dead,
                 t.lost_other,
                 t.lost_broker,
+                t.lost_skipped,
                 t.lost_delayed,
                 t.duplicates,
                 report.pending,
@@ -164,6 +172,12 @@ async fn dispatch(command: &str, args: &Args) -> Result<ExitCode, BoxError> {
                 println!(
                     "  lost with the broker's unsaved state, ids (first 20): {:?}",
                     t.lost_broker_ids
+                );
+            }
+            if !t.lost_skipped_ids.is_empty() {
+                println!(
+                    "  passed over by the broker's fetch, ids: {:?}",
+                    t.lost_skipped_ids
                 );
             }
             if !report.passed() {

@@ -19,7 +19,7 @@ use crate::record::now_ms;
 use crate::server::{Kind, OwnServer};
 use crate::sys::Left;
 use crate::tally::{Crash, Logs};
-use crate::{jetstream, kafka, mqtt, pending, phase};
+use crate::{gaps, jetstream, kafka, mqtt, pending, phase};
 
 mod faults;
 
@@ -297,12 +297,14 @@ impl<'a> Run<'a> {
         );
         if !out.tally.lost_other_ids.is_empty() {
             let logs = self.logs()?;
-            let ids = &out.tally.lost_other_ids;
+            let ids = &out.tally.lost_other_ids.clone();
             out.notes.extend(ids.iter().map(|&id| logs.story(id)));
             if self.plan.form.server() == Server::Kafka {
                 phase::set("tracing the lost ids on the broker");
-                out.notes
-                    .extend(kafka::trace(&self.direct, self.address, ids).await);
+                let (lines, found) = kafka::trace(&self.direct, self.address, ids).await;
+                out.notes.extend(lines);
+                let gaps = gaps::read(self.dir);
+                out.tally.passed_over(&gaps::passed_over(&found, &gaps));
             }
         }
         if out.tally.lost_other == 0 && pending == 0 {

@@ -76,6 +76,12 @@ pub(crate) fn markdown(reports: &[Report], commit: &str) -> String {
                     r.tally.lost_broker, r.tally.lost_broker_ids
                 ));
             }
+            if r.tally.lost_skipped > 0 {
+                lost.push_str(&format!(
+                    " (and {} stored by the broker where its fetch passed over, never handed to a consumer: ids {:?})",
+                    r.tally.lost_skipped, r.tally.lost_skipped_ids
+                ));
+            }
             let delayed = if fault != Fault::Kill {
                 format!("{} (no process killed)", r.tally.lost_delayed)
             } else if form.delays_in_process() {

@@ -179,6 +179,8 @@ impl Logs {
             lost_delayed: lost_delayed.len() as u64,
             lost_broker: lost_broker.len() as u64,
             lost_broker_ids: lost_broker.into_iter().take(20).collect(),
+            lost_skipped: 0,
+            lost_skipped_ids: Vec::new(),
             lost_other: lost_other.len() as u64,
             lost_other_ids: lost_other.into_iter().take(20).collect(),
             duplicates: records - unique,
@@ -243,6 +245,12 @@ pub(crate) struct Tally {
     pub(crate) lost_broker: u64,
     #[serde(default)]
     pub(crate) lost_broker_ids: Vec<u64>,
+    /// Ids whose latest record the broker stored where a consumer's fetch passed over
+    /// it (nisshi's fetch, `gaps.rs`), never handed to the adapter.
+    #[serde(default)]
+    pub(crate) lost_skipped: u64,
+    #[serde(default)]
+    pub(crate) lost_skipped_ids: Vec<u64>,
     /// Every other loss: must be 0.
     pub(crate) lost_other: u64,
     pub(crate) lost_other_ids: Vec<u64>,
@@ -255,6 +263,18 @@ pub(crate) struct Tally {
     /// session).
     #[serde(default)]
     pub(crate) longest_gap_ms: Option<u64>,
+}
+
+impl Tally {
+    /// Counts the lost `ids` the broker's fetch passed over apart from the other losses.
+    pub(crate) fn passed_over(&mut self, ids: &[u64]) {
+        let (skipped, other): (Vec<u64>, Vec<u64>) =
+            self.lost_other_ids.iter().partition(|id| ids.contains(id));
+        self.lost_other -= skipped.len() as u64;
+        self.lost_skipped += skipped.len() as u64;
+        self.lost_other_ids = other;
+        self.lost_skipped_ids.extend(skipped);
+    }
 }
 
 #[cfg(test)]
@@ -289,6 +309,21 @@ mod tests {
             assert_eq!(t.lost_other_ids, [0, 1, 2, 3, 4, 5, 6], "{order:?}");
             assert_eq!(t.lost_delayed, 1, "{order:?}");
         }
+    }
+
+    #[test]
+    fn ids_the_fetch_passed_over_are_counted_apart() {
+        let mut logs = Logs::default();
+        logs.add(ev(Kind::Handled, 1, 1, 100), 1);
+        let mut t = logs.tally(5, &[], &[], false, &[]);
+        assert_eq!(
+            (t.lost_other, &t.lost_other_ids[..]),
+            (4, &[0, 2, 3, 4][..])
+        );
+        // 9 was never counted lost: nothing to move.
+        t.passed_over(&[3, 0, 9]);
+        assert_eq!((t.lost_other, &t.lost_other_ids[..]), (2, &[2, 4][..]));
+        assert_eq!((t.lost_skipped, &t.lost_skipped_ids[..]), (2, &[0, 3][..]));
     }
 
     #[test]
