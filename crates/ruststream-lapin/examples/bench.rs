@@ -26,6 +26,8 @@
 //! markdown table per queue gives the medians: msg/s, its share of the fastest raw
 //! loop's, client and broker µs/msg.
 //! `BENCH_ONLY=raw,framework` and `BENCH_QUEUES=quorum` choose what runs;
+//! `BENCH_RAW_PREFETCH=n`, `BENCH_RAW_EVERY=n` and `BENCH_RAW_SPIN_NS=n` give
+//! `raw-multiple` another prefetch, ack run or a busy wait per message;
 //! `BENCH_NO_PAUSE=1` closes right after the last ack. The broker's CPU time is read
 //! from `/proc/<pid>/stat` of the process listening on the URL's port (run as root, or
 //! as the broker's user, to see it).
@@ -190,13 +192,21 @@ async fn raw_trailing(url: &str, queue: &str, n: usize) -> Result<Run, Error> {
     Ok(rate)
 }
 
+/// A number from the environment variable `name`, if it is set and one.
+fn knob<T: std::str::FromStr>(name: &str) -> Option<T> {
+    std::env::var(name).ok()?.parse().ok()
+}
+
 /// The raw loop acknowledging with `basic.ack multiple=true` every 64 deliveries (and
-/// the last), the fastest raw loop.
+/// the last), the fastest raw loop. `BENCH_RAW_PREFETCH`, `BENCH_RAW_EVERY` and
+/// `BENCH_RAW_SPIN_NS` (a busy wait per message) set its prefetch, how many deliveries
+/// one ack covers, and how slow it is.
 async fn raw_multiple(url: &str, queue: &str, n: usize) -> Result<Run, Error> {
     let connection = Connection::connect(url, ConnectionProperties::default()).await?;
     let channel = connection.create_channel().await?;
+    let prefetch = knob("BENCH_RAW_PREFETCH").unwrap_or(PREFETCH);
     channel
-        .basic_qos(PREFETCH, BasicQosOptions::default())
+        .basic_qos(prefetch, BasicQosOptions::default())
         .await?;
     let mut consumer = channel
         .basic_consume(
@@ -206,12 +216,18 @@ async fn raw_multiple(url: &str, queue: &str, n: usize) -> Result<Run, Error> {
             FieldTable::default(),
         )
         .await?;
+    let every: usize = knob("BENCH_RAW_EVERY").unwrap_or(64).max(1);
+    let spin = Duration::from_nanos(knob("BENCH_RAW_SPIN_NS").unwrap_or(0));
     let window = window();
     for i in 1..=n {
         let delivery = consumer.next().await.ok_or("consumer ended")??;
         let order: Order = serde_json::from_slice(&delivery.data)?;
         order.consume();
-        if i % 64 == 0 || i == n {
+        let spun = std::time::Instant::now();
+        while spun.elapsed() < spin {
+            std::hint::spin_loop();
+        }
+        if i % every == 0 || i == n {
             let options = BasicAckOptions { multiple: true };
             channel.basic_ack(delivery.delivery_tag, options).await?;
         }
