@@ -20,3 +20,52 @@ pub(crate) fn passed_over(topic: &str, partition: i32, from: i64, to: i64) {
         "kafka: the fetch passed over offsets"
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex, PoisonError};
+
+    use tracing::field::{Field, Visit};
+    use tracing_subscriber::layer::{Context, Layer, SubscriberExt as _};
+
+    /// Each event's target and its fields as text, as a subscriber sees them.
+    #[derive(Clone, Default)]
+    struct Seen(Arc<Mutex<Vec<(String, Vec<String>)>>>);
+
+    struct Fields(Vec<String>);
+
+    impl Visit for Fields {
+        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+            self.0.push(format!("{}={value:?}", field.name()));
+        }
+    }
+
+    impl<S: tracing::Subscriber> Layer<S> for Seen {
+        fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
+            let mut fields = Fields(Vec::new());
+            event.record(&mut fields);
+            let target = event.metadata().target().to_owned();
+            let mut seen = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+            seen.push((target, fields.0));
+        }
+    }
+
+    /// What `ruststream-soak` (`gaps.rs`) and the `fetch_gap` example read of the event:
+    /// its target and the names of its fields.
+    #[test]
+    fn a_gap_is_said_under_its_target_with_its_bounds() {
+        let seen = Seen::default();
+        let subscriber = tracing_subscriber::registry().with(seen.clone());
+        tracing::subscriber::with_default(subscriber, || {
+            super::passed_over("orders", 2, 2023, 2124);
+        });
+        let seen = seen.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let (target, fields) = seen.first().expect("one event");
+        assert_eq!(target, "ruststream_kafka::gap");
+        assert_eq!(
+            fields[1..],
+            ["topic=\"orders\"", "partition=2", "from=2023", "to=2124"],
+            "{fields:?}"
+        );
+    }
+}
