@@ -154,7 +154,7 @@ async fn dispatch(command: &str, args: &Args) -> Result<ExitCode, BoxError> {
                 t.rejected_dead,
                 t.lost_other,
                 t.lost_broker,
-                t.lost_skipped,
+                t.passed_over,
                 t.lost_delayed,
                 t.duplicates,
                 report.pending,
@@ -174,10 +174,10 @@ async fn dispatch(command: &str, args: &Args) -> Result<ExitCode, BoxError> {
                     t.lost_broker_ids
                 );
             }
-            if !t.lost_skipped_ids.is_empty() {
+            if !t.passed_over_ids.is_empty() {
                 println!(
                     "  passed over by the broker's fetch, ids: {:?}",
-                    t.lost_skipped_ids
+                    t.passed_over_ids
                 );
             }
             if !report.passed() {

@@ -304,7 +304,8 @@ impl<'a> Run<'a> {
                 let (lines, found) = kafka::trace(&self.direct, self.address, ids).await;
                 out.notes.extend(lines);
                 let gaps = gaps::read(self.dir);
-                out.tally.passed_over(&gaps::passed_over(&found, &gaps));
+                out.tally
+                    .count_passed_over(&gaps::passed_over(&found, &gaps));
             }
         }
         if out.tally.lost_other == 0 && pending == 0 {

@@ -76,10 +76,10 @@ pub(crate) fn markdown(reports: &[Report], commit: &str) -> String {
                     r.tally.lost_broker, r.tally.lost_broker_ids
                 ));
             }
-            if r.tally.lost_skipped > 0 {
+            if r.tally.passed_over > 0 {
                 lost.push_str(&format!(
                     " (and {} stored by the broker where its fetch passed over, never handed to a consumer: ids {:?})",
-                    r.tally.lost_skipped, r.tally.lost_skipped_ids
+                    r.tally.passed_over, r.tally.passed_over_ids
                 ));
             }
             let delayed = if fault != Fault::Kill {

@@ -179,8 +179,8 @@ impl Logs {
             lost_delayed: lost_delayed.len() as u64,
             lost_broker: lost_broker.len() as u64,
             lost_broker_ids: lost_broker.into_iter().take(20).collect(),
-            lost_skipped: 0,
-            lost_skipped_ids: Vec::new(),
+            passed_over: 0,
+            passed_over_ids: Vec::new(),
             lost_other: lost_other.len() as u64,
             lost_other_ids: lost_other.into_iter().take(20).collect(),
             duplicates: records - unique,
@@ -248,9 +248,9 @@ pub(crate) struct Tally {
     /// Ids whose latest record the broker stored where a consumer's fetch passed over
     /// it (nisshi's fetch, `gaps.rs`), never handed to the adapter.
     #[serde(default)]
-    pub(crate) lost_skipped: u64,
+    pub(crate) passed_over: u64,
     #[serde(default)]
-    pub(crate) lost_skipped_ids: Vec<u64>,
+    pub(crate) passed_over_ids: Vec<u64>,
     /// Every other loss: must be 0.
     pub(crate) lost_other: u64,
     pub(crate) lost_other_ids: Vec<u64>,
@@ -267,13 +267,13 @@ pub(crate) struct Tally {
 
 impl Tally {
     /// Counts the lost `ids` the broker's fetch passed over apart from the other losses.
-    pub(crate) fn passed_over(&mut self, ids: &[u64]) {
-        let (skipped, other): (Vec<u64>, Vec<u64>) =
+    pub(crate) fn count_passed_over(&mut self, ids: &[u64]) {
+        let (passed, other): (Vec<u64>, Vec<u64>) =
             self.lost_other_ids.iter().partition(|id| ids.contains(id));
-        self.lost_other -= skipped.len() as u64;
-        self.lost_skipped += skipped.len() as u64;
+        self.lost_other -= passed.len() as u64;
+        self.passed_over += passed.len() as u64;
         self.lost_other_ids = other;
-        self.lost_skipped_ids.extend(skipped);
+        self.passed_over_ids.extend(passed);
     }
 }
 
@@ -321,9 +321,9 @@ mod tests {
             (4, &[0, 2, 3, 4][..])
         );
         // 9 was never counted lost: nothing to move.
-        t.passed_over(&[3, 0, 9]);
+        t.count_passed_over(&[3, 0, 9]);
         assert_eq!((t.lost_other, &t.lost_other_ids[..]), (2, &[2, 4][..]));
-        assert_eq!((t.lost_skipped, &t.lost_skipped_ids[..]), (2, &[0, 3][..]));
+        assert_eq!((t.passed_over, &t.passed_over_ids[..]), (2, &[0, 3][..]));
     }
 
     #[test]
