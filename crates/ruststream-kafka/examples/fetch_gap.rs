@@ -156,14 +156,14 @@ async fn handled(State(handled): State<Handled>, Raw(payload): Raw) -> Outcome {
 
 /// The adapter's default mount on `topic` until it handled `end` records, or `end` is
 /// known and nothing more came for `quiet` (counted from its first record: joining the
-/// group takes a while): the payloads it handled (offsets unknown to a handler: -1).
+/// group takes a while): the payloads it handled.
 async fn follow(
     bootstrap: &str,
     topic: &str,
     mut end: tokio::sync::watch::Receiver<Option<i64>>,
     quiet: Duration,
     reading: Arc<Notify>,
-) -> BTreeMap<String, i64> {
+) -> HashSet<String> {
     let broker = KafkaBroker::connect(&format!("kafka://{bootstrap}"))
         .await
         .expect("connect");
@@ -192,8 +192,7 @@ async fn follow(
         }
     }
     running.stop().await.expect("stop");
-    let seen = seen.lock().unwrap_or_else(PoisonError::into_inner);
-    seen.iter().map(|payload| (payload.clone(), -1)).collect()
+    std::mem::take(&mut *seen.lock().unwrap_or_else(PoisonError::into_inner))
 }
 
 /// Writes `records` records `"{producer}-{n}"`, [`WINDOW`] under way at once: those
@@ -284,7 +283,8 @@ async fn round(
                 follow(&bootstrap, &topic, end, Duration::from_secs(3), reading).await
             } else {
                 let tail = reader(&bootstrap, &topic, "follower");
-                read(&tail, &end, Duration::from_secs(20), Some(&reading)).await
+                let read = read(&tail, &end, Duration::from_secs(20), Some(&reading)).await;
+                read.into_keys().collect()
             }
         }
     });
@@ -328,7 +328,7 @@ async fn round(
     let stored = read(&again, &end, Duration::from_secs(20), None).await;
     let skipped: Vec<_> = stored
         .iter()
-        .filter(|(payload, _)| !followed.contains_key(*payload))
+        .filter(|(payload, _)| !followed.contains(*payload))
         .collect();
     let missing = acknowledged
         .iter()

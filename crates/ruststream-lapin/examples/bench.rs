@@ -287,10 +287,7 @@ async fn framework(url: &str, queue: &str, n: usize, workers: Option<usize>) -> 
     let broker = LapinBroker::connect(url).await?;
     let progress = Arc::new(Progress::default());
     let mut mount = Mount::new(queue);
-    if let Some(prefetch) = std::env::var("BENCH_PREFETCH")
-        .ok()
-        .and_then(|p| p.parse().ok())
-    {
+    if let Some(prefetch) = knob("BENCH_PREFETCH") {
         mount = mount.option(SubscribeOptions::new().prefetch(prefetch));
     }
     if let Some(workers) = workers {
