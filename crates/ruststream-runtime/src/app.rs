@@ -217,6 +217,10 @@ impl App {
     /// win over the broker URL's query. See the running guide, "Settings from
     /// configuration".
     ///
+    /// An empty table (`mount_settings(Vec::<(String, String)>::new())`) turns the
+    /// environment's table off: the start then does not read the environment, which
+    /// std can only list by copying every variable (most of what a start costs).
+    ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {

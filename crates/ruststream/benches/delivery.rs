@@ -123,6 +123,13 @@ fn main() {
         }
         other => panic!("mode must be json, json-small, raw or raw-heap, not {other}"),
     };
+    // `BENCH_NO_MOUNT_ENV=1`: the per-mount table given (empty) instead of read from the
+    // environment, as a service that turns that table off does.
+    let app = if std::env::var_os("BENCH_NO_MOUNT_ENV").is_some() {
+        app.mount_settings(Vec::<(String, String)>::new())
+    } else {
+        app
+    };
     #[cfg(feature = "prometheus")]
     let app = if metrics {
         app.metrics(&ruststream::observe::Metrics::new())

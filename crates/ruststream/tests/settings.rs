@@ -45,3 +45,46 @@ async fn other_variables_are_left_alone() {
         .expect("starts");
     running.stop().await.expect("stops");
 }
+
+/// The process environment is the table unless one is given, even an empty one: a child
+/// process of this test binary runs `environment_child` with a misspelt variable set
+/// (a test cannot set a variable of its own process without `unsafe`).
+#[test]
+fn the_environment_is_the_table_unless_one_is_given() {
+    let exe = std::env::current_exe().expect("this test binary");
+    let out = std::process::Command::new(exe)
+        .args(["--exact", "environment_child", "--ignored", "--nocapture"])
+        .env("RUSTSTREAM_MOUNT__ORDRES__FORM", "list")
+        .output()
+        .expect("runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("1 passed"), "{stdout}");
+}
+
+#[tokio::test]
+#[ignore = "run by the_environment_is_the_table_unless_one_is_given, with its variable set"]
+async fn environment_child() {
+    assert!(
+        std::env::var_os("RUSTSTREAM_MOUNT__ORDRES__FORM").is_some(),
+        "run by the_environment_is_the_table_unless_one_is_given"
+    );
+    let error = App::new(MemoryBroker::new())
+        .mount("orders", |_: u32| async {})
+        .start()
+        .await
+        .err()
+        .expect("the misspelt variable is read and refused");
+    assert_eq!(
+        error.to_string(),
+        "RUSTSTREAM_MOUNT__ORDRES__FORM: names no mount (mounted: ORDERS)"
+    );
+    let running = App::new(MemoryBroker::new())
+        .mount("orders", |_: u32| async {})
+        .mount_settings(Vec::<(String, String)>::new())
+        .start()
+        .await
+        .expect("an empty table: the environment is not read");
+    running.stop().await.expect("stops");
+}
