@@ -9,7 +9,7 @@
 //! cargo bench -p ruststream --bench delivery -- json 1000
 //! ```
 //!
-//! Modes: `json`, `json-small`, `raw` (payloads encoded by the publisher, cut off its
+//! Modes: `json`, `json-small`, `json-text` (an id and a 480-character string), `raw` (payloads encoded by the publisher, cut off its
 //! shared per-thread chunks) and `raw-heap` (the raw mount, each payload its own heap
 //! `Vec<u8>` as a network client hands them over).
 
@@ -47,6 +47,17 @@ struct Order {
 
 async fn on_order(order: Order) {
     std::hint::black_box((order.id, order.qty));
+}
+
+/// A message with a longer text: an id and 480 plain characters (the string scan).
+#[derive(Serialize, Deserialize)]
+struct Note {
+    id: u64,
+    text: String,
+}
+
+async fn on_note(note: Note) {
+    std::hint::black_box((note.id, note.text.len()));
 }
 
 async fn on_raw(Raw(bytes): Raw) {
@@ -118,10 +129,11 @@ fn main() {
     let app = match mode.as_str() {
         "json" => App::new(broker.clone()).mount("bench", on_tick),
         "json-small" => App::new(broker.clone()).mount("bench", on_order),
+        "json-text" => App::new(broker.clone()).mount("bench", on_note),
         "raw" | "raw-heap" => {
             App::new(broker.clone()).mount(Mount::new("bench").codec(Codec::Raw), on_raw)
         }
-        other => panic!("mode must be json, json-small, raw or raw-heap, not {other}"),
+        other => panic!("mode must be json, json-small, json-text, raw or raw-heap, not {other}"),
     };
     // `BENCH_NO_MOUNT_ENV=1`: the per-mount table given (empty) instead of read from the
     // environment, as a service that turns that table off does.
@@ -171,6 +183,12 @@ fn main() {
                     let sent = publisher.publish_message("bench", message).await;
                     sent.expect("memory publish");
                     Ok(())
+                } else if mode == "json-text" {
+                    let note = Note {
+                        id: id as u64,
+                        text: "x".repeat(480),
+                    };
+                    publisher.publish("bench", &note).await
                 } else if mode == "json-small" {
                     let order = Order {
                         id: id as u64,
