@@ -9,9 +9,10 @@
 //! cargo bench -p ruststream --bench delivery -- json 1000
 //! ```
 //!
-//! Modes: `json`, `json-small`, `json-text` (an id and a 480-character string), `raw` (payloads encoded by the publisher, cut off its
-//! shared per-thread chunks) and `raw-heap` (the raw mount, each payload its own heap
-//! `Vec<u8>` as a network client hands them over).
+//! Modes: `json`, `json-small`, `json-text` (an id and a 480-character string), `raw`
+//! (payloads encoded by the publisher, cut off its shared per-thread chunks) and
+//! `raw-heap` (the raw mount, each payload its own heap `Vec<u8>` as a network client
+//! hands them over).
 
 use std::alloc::System;
 use std::time::Duration;

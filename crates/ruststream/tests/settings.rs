@@ -60,16 +60,17 @@ fn the_environment_is_the_table_unless_one_is_given() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}{stderr}");
-    assert!(stdout.contains("1 passed"), "{stdout}");
+    assert!(stdout.contains("both starts checked"), "{stdout}");
 }
 
 #[tokio::test]
 #[ignore = "run by the_environment_is_the_table_unless_one_is_given, with its variable set"]
 async fn environment_child() {
-    assert!(
-        std::env::var_os("RUSTSTREAM_MOUNT__ORDRES__FORM").is_some(),
-        "run by the_environment_is_the_table_unless_one_is_given"
-    );
+    // Only the test above sets the variable; run on its own (`--include-ignored`), this
+    // helper has nothing to check.
+    if std::env::var_os("RUSTSTREAM_MOUNT__ORDRES__FORM").is_none() {
+        return;
+    }
     let error = App::new(MemoryBroker::new())
         .mount("orders", |_: u32| async {})
         .start()
@@ -87,4 +88,5 @@ async fn environment_child() {
         .await
         .expect("an empty table: the environment is not read");
     running.stop().await.expect("stops");
+    println!("environment_child: both starts checked");
 }
