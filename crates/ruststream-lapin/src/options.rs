@@ -23,13 +23,15 @@ pub const DEFAULT_PREFETCH: u16 = 256;
 /// The least prefetch of a queue that counts deliveries (a quorum queue): smaller,
 /// because RabbitMQ counts every delivery a lost connection returns, and a prefetch of
 /// 256 spent attempts on up to 256 messages at each reset (the short soak's quorum
-/// queue under resets: 149 dead-lettered against 24 with 65).
+/// queue under resets: 149 dead-lettered at 256, 24 at 65, 20 at this default; the
+/// soak dead-letters some 20 on purpose).
 ///
 /// It costs throughput: a quorum queue works more per message with a smaller prefetch.
 /// A raw lapin loop at this prefetch reads what the default mount does; with
-/// [`SubscribeOptions::prefetch`]`(256)` the mount read 81–86 % of a raw loop at 256 on
-/// RabbitMQ 3.10 and 93 % on 4.0 (`BENCHMARKS.md`), for a service that values
-/// throughput over the attempts a reset spends.
+/// [`SubscribeOptions::prefetch`]`(256)` the mount read 81–94 % of a raw loop at 256 on
+/// RabbitMQ 3.10 and 93–113 % on 4.0 (`BENCHMARKS.md`; single runs move by some ten
+/// points on the project's machine), for a service that values throughput over the
+/// attempts a reset spends.
 pub const DEFAULT_COUNTED_PREFETCH: u16 = 128;
 
 /// The prefetch of a subscription whose handlers hold at most `in_flight` deliveries:
