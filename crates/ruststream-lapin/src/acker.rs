@@ -27,12 +27,19 @@ struct Current {
 }
 
 /// A settlement that is not an ack.
+///
+/// The two requeues differ from RabbitMQ 4.3 on: a quorum queue counts a delivery the
+/// consumer failed (`basic.reject` with requeue) in its `x-delivery-count` and against
+/// its delivery limit, and one merely handed back (`basic.nack` with requeue) no more.
+/// Before 4.3 it counts both. A channel closed over a delivery counts on every version.
 #[derive(Clone, Copy, Debug)]
 enum Frame {
     /// `basic.reject` without requeue: dead-lettered or dropped.
     Reject,
-    /// `basic.nack` with requeue: back now.
-    Requeue,
+    /// `basic.reject` with requeue: back now, an attempt spent (a retry).
+    Retry,
+    /// `basic.nack` with requeue: back now, handed back unhandled.
+    Return,
 }
 
 impl Current {
@@ -42,11 +49,12 @@ impl Current {
         let send = async {
             self.gate.pass().await;
             match frame {
-                Frame::Reject => {
-                    let options = BasicRejectOptions { requeue: false };
+                Frame::Reject | Frame::Retry => {
+                    let requeue = matches!(frame, Frame::Retry);
+                    let options = BasicRejectOptions { requeue };
                     self.channel.basic_reject(tag, options).await
                 }
-                Frame::Requeue => {
+                Frame::Return => {
                     let options = BasicNackOptions {
                         multiple: false,
                         requeue: true,
@@ -187,7 +195,7 @@ impl Acker for ChannelAcker {
             }
             Settlement::Requeue => {
                 Settling::pending(
-                    async move { current.own_frame(delivery_tag, Frame::Requeue).await },
+                    async move { current.own_frame(delivery_tag, Frame::Retry).await },
                 )
             }
             Settlement::RequeueAfter(delay) => match &self.delayed {
@@ -204,7 +212,8 @@ impl Acker for ChannelAcker {
     }
 
     /// `basic.nack` with requeue: the delivery comes back now and its prefetch slot is
-    /// free. A quorum queue counts it as a delivery (0-9-1 has no `released`).
+    /// free. A quorum queue counts it as a delivery before RabbitMQ 4.3, and no more from
+    /// 4.3 on (where only `basic.reject` counts).
     /// Once the subscription is dropped, nothing: the channel's close returns it after
     /// the consumer is cancelled.
     fn abandon(&self, tag: Tag, _message: Message) {
@@ -226,7 +235,7 @@ impl Acker for ChannelAcker {
             return;
         };
         runtime.spawn(async move {
-            if let Err(e) = current.own_frame(delivery_tag, Frame::Requeue).await {
+            if let Err(e) = current.own_frame(delivery_tag, Frame::Return).await {
                 tracing::debug!(delivery_tag, error = %e, "lapin: abandoning failed; the channel returns it");
             }
         });
@@ -235,8 +244,8 @@ impl Acker for ChannelAcker {
 
 /// `RequeueAfter(delay)`: the copy is confirmed in the delay queue, then the original is
 /// acked (a crash in between: a duplicate). A copy that cannot be parked leaves the
-/// original unsettled for the delay and then gives it back (`basic.nack` with requeue):
-/// nothing is lost, but that wait is the process's own.
+/// original unsettled for the delay and then gives it back as a retry (`basic.reject`
+/// with requeue): nothing is lost, but that wait is the process's own.
 async fn later(
     delayed: Delayed,
     current: Arc<Current>,
@@ -261,7 +270,7 @@ async fn later(
                 tokio::select! {
                     () = closing.closing() => {}
                     () = tokio::time::sleep(delay) => {
-                        let _ = current.own_frame(delivery_tag, Frame::Requeue).await;
+                        let _ = current.own_frame(delivery_tag, Frame::Retry).await;
                     }
                 }
             });

@@ -33,9 +33,9 @@
 //! |---|---|---|
 //! | `Accept` | `basic.ack` | the message leaves the queue |
 //! | `Reject` | `basic.reject(requeue=false)` | the queue's dead-letter exchange decides |
-//! | `Requeue` | `basic.nack(requeue=true)` | back to the queue; a quorum queue counts it |
+//! | `Requeue` | `basic.reject(requeue=true)` | back to the queue; a quorum queue counts it (a failed delivery) |
 //! | `Remove` | `basic.ack` | a copy replaced it: an ack does not also dead-letter it |
-//! | abandoned | `basic.nack(requeue=true)` | back now, its prefetch slot free (a quorum queue counts it: 0-9-1 has no uncounted return) |
+//! | abandoned | `basic.nack(requeue=true)` | back now, its prefetch slot free; a quorum queue counts it before RabbitMQ 4.3, not from 4.3 (a return, not a failure) |
 //! | `RequeueAfter(d)` | a confirmed copy to the delay queue, then `basic.ack` | the delay queue dead-letters the copy back after `d` |
 //!
 //! # Delayed retries

@@ -1,6 +1,7 @@
 //! Shared test support: the brokers under test (RabbitMQ 3.x on 5672, the machine's
-//! own, and RabbitMQ 4 on 5673 from `scripts/rabbitmq4.sh`), queues declared for a
-//! test, and closing a connection from the server side.
+//! own, and RabbitMQ 4 on 5673 from `scripts/rabbitmq4.sh`; `scripts/test` runs the
+//! RabbitMQ 4 tests again on RabbitMQ 4.3, `scripts/rabbitmq43.sh`), queues declared for
+//! a test, and closing a connection from the server side.
 #![allow(dead_code, unreachable_pub)]
 
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -43,7 +44,9 @@ impl Rabbit {
             }
             Rabbit::V4 => {
                 "Start RabbitMQ 4 with `sudo scripts/rabbitmq4.sh` (127.0.0.1:5673), or point \
-                 RUSTSTREAM_LAPIN4_URL at another RabbitMQ 4."
+                 RUSTSTREAM_LAPIN4_URL at another RabbitMQ 4 (4.3: `sudo scripts/rabbitmq43.sh`, \
+                 127.0.0.1:5675, with RABBITMQ4_RELEASE=4.3 so that the tests' rabbitmqctl \
+                 calls reach it)."
             }
         }
     }
@@ -86,6 +89,24 @@ impl Rabbit {
             .and_then(|ms| ms.trim().parse().ok())
             .unwrap_or_else(|| panic!("RabbitMQ {self:?}: unexpected confirm timeout {out:?}"));
         std::time::Duration::from_millis(ms)
+    }
+
+    /// Whether this broker's quorum queues count a delivery handed back unhandled
+    /// (`basic.nack` with requeue): RabbitMQ before 4.3 does; from 4.3 only a failed one
+    /// (`basic.reject` with requeue, a channel closed over it) counts. Read from the
+    /// broker (`rabbitmqctl version`), once per test binary and broker.
+    pub fn counts_returns(self) -> bool {
+        static READ: [std::sync::OnceLock<bool>; 2] =
+            [std::sync::OnceLock::new(), std::sync::OnceLock::new()];
+        *READ[self as usize].get_or_init(|| {
+            let version = self.ctl(&["-q", "version"]);
+            let mut parts = version.trim().split('.');
+            let mut next = || parts.next().and_then(|p| p.parse::<u32>().ok());
+            match (next(), next()) {
+                (Some(major), Some(minor)) => (major, minor) < (4, 3),
+                _ => panic!("RabbitMQ {self:?}: unreadable version {version:?}"),
+            }
+        })
     }
 
     /// Closes, from the server side, every connection named `name`
