@@ -19,20 +19,29 @@
 # The root is built once with debootstrap into ${RUSTSTREAM_CACHE:-/var/cache/ruststream}/
 # rabbitmq4-root (outside the checkout) from the mirror the host's apt uses.
 # Node: rabbit4@localhost, AMQP port 5673, AMQP over TLS 5674, dist port 25673, its own
-# epmd on 4370. The certificates are copied to ROOT/etc/rabbitmq/tls on every start.
+# epmd on 4370. With RABBITMQ4_RELEASE=4.3 (scripts/rabbitmq43.sh): RabbitMQ 4.3 from
+# Debian's next release ("forky") in a root of its own, rabbitmq43-root: node
+# rabbit43@localhost, AMQP 5675, TLS 5676, dist port 25675, epmd on 4372.
+# The certificates are copied to ROOT/etc/rabbitmq/tls on every start.
 # Definitions (scripts/rabbitmq4-definitions.json) are imported on every start.
 set -euo pipefail
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 CACHE=${RUSTSTREAM_CACHE:-/var/cache/ruststream}
-ROOT=$CACHE/rabbitmq4-root
-SUITE=trixie
-PORT=5673 TLS_PORT=5674 DIST_PORT=25673 EPMD_PORT=4370
+case "${RABBITMQ4_RELEASE:-4.0}" in
+  4.0) NAME=rabbitmq4 SUITE=trixie NODE=rabbit4
+       PORT=5673 TLS_PORT=5674 DIST_PORT=25673 EPMD_PORT=4370 ;;
+  # Debian's testing suite, or its unstable one where testing has no rabbitmq-server.
+  4.3) NAME=rabbitmq43 SUITE="forky sid" NODE=rabbit43
+       PORT=5675 TLS_PORT=5676 DIST_PORT=25675 EPMD_PORT=4372 ;;
+  *) echo "rabbitmq4: ERROR: RABBITMQ4_RELEASE must be 4.0 or 4.3" >&2; exit 1 ;;
+esac
+ROOT=$CACHE/$NAME-root
 START_TIMEOUT=${RABBITMQ4_START_TIMEOUT:-90}
 CLEAN_ENV=(env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/var/lib/rabbitmq LANG=C.UTF-8)
 
-log() { echo "rabbitmq4: $*" >&2; }
-die() { echo "rabbitmq4: ERROR: $*" >&2; exit 1; }
+log() { echo "$NAME: $*" >&2; }
+die() { echo "$NAME: ERROR: $*" >&2; exit 1; }
 
 [ "$(id -u)" = 0 ] || die "must run as root (chroot, mount, debootstrap)"
 
@@ -54,7 +63,7 @@ build_root() {
   [ -x "$ROOT/usr/sbin/rabbitmq-server" ] && return
   mkdir -p "$CACHE"
   local d
-  for d in "$CACHE"/rabbitmq4-root.tmp.*; do  # leftovers of interrupted builds
+  for d in "$CACHE"/$NAME-root.tmp.*; do  # leftovers of interrupted builds
     [ -d "$d" ] || continue
     log "removing unfinished build $d"; umount_below "$d"; rm -rf --one-file-system "$d"
   done
@@ -66,12 +75,22 @@ build_root() {
   fi
   local mirror tmp t0=$SECONDS
   mirror=$(host_mirror) || die "cannot find the host's Debian mirror"
-  tmp=$(mktemp -d "$CACHE/rabbitmq4-root.tmp.XXXXXX")
+  tmp=$(mktemp -d "$CACHE/$NAME-root.tmp.XXXXXX")
   chmod 0755 "$tmp"  # mktemp makes it 0700: the rabbitmq user could not use the root
-  log "building $SUITE root with rabbitmq-server from $mirror (about 1 min, ~300 MB)"
-  if ! debootstrap --variant=minbase --include=rabbitmq-server "$SUITE" "$tmp" "$mirror" >&2; then
-    umount_below "$tmp"; die "debootstrap failed (log: $tmp/debootstrap/debootstrap.log)"
-  fi
+  local suite script built=
+  for suite in $SUITE; do
+    log "building $suite root with rabbitmq-server from $mirror (about 1 min, ~300 MB)"
+    # A suite this debootstrap is older than is built as its "sid" script builds.
+    script=/usr/share/debootstrap/scripts/$suite
+    [ -e "$script" ] || script=/usr/share/debootstrap/scripts/sid
+    if debootstrap --variant=minbase --include=rabbitmq-server "$suite" "$tmp" "$mirror" "$script" >&2; then
+      built=$suite; break
+    fi
+    log "debootstrap of $suite failed; the end of its log:"
+    tail -n 5 "$tmp/debootstrap/debootstrap.log" >&2 2>/dev/null || true
+    umount_below "$tmp"; rm -rf --one-file-system "$tmp"; mkdir -m 0755 "$tmp"
+  done
+  [ -n "$built" ] || die "debootstrap failed for $SUITE"
   umount_below "$tmp"
   rm -f "$tmp"/var/cache/apt/archives/*.deb  # ~75 MB not needed any more
   umount_below "$ROOT"; rm -rf --one-file-system "$ROOT"  # unfinished: no rabbitmq-server
@@ -110,7 +129,7 @@ configure_root() {
   put "$ROOT/etc/rabbitmq/rabbitmq-env.conf" <<EOF
 # written by ruststream scripts/rabbitmq4.sh
 ulimit -n "\$(ulimit -Hn)" 2>/dev/null || true
-NODENAME=rabbit4@localhost
+NODENAME=$NODE@localhost
 DIST_PORT=$DIST_PORT
 ERL_EPMD_PORT=$EPMD_PORT
 export ERL_EPMD_ADDRESS=127.0.0.1  # epmd and distribution on loopback only
@@ -179,12 +198,12 @@ start() {
     log "node already running"
   else
     kill_root_procs  # stale epmd / half-dead node from an earlier run
-    rm -f "$ROOT"/var/lib/rabbitmq/mnesia/rabbit4@localhost.pid
+    rm -f "$ROOT"/var/lib/rabbitmq/mnesia/$NODE@localhost.pid
     local p
     for p in "$PORT" "$TLS_PORT"; do
       ! listening "$p" || die "port $p is already taken by another process: $(ss -Hltnp "sport = :$p")"
     done
-    log "starting rabbit4@localhost"
+    log "starting $NODE@localhost"
     local t0=$SECONDS
     "${CLEAN_ENV[@]}" chroot "$ROOT" rabbitmq-server -detached >&2 9>&- || die "rabbitmq-server -detached failed"
     until running 5; do
@@ -204,13 +223,13 @@ start() {
     [ "$(ctl -q list_queues name | grep -cxE 'rs\.(quorum|quorum\.limited|dead|classic)')" = 4 ] && break
     [ "$i" = 20 ] && die "definitions not visible after import"; sleep 0.5
   done
-  echo "rabbitmq4 ready on 127.0.0.1:$PORT (TLS: $TLS_PORT)"
+  echo "$NAME ready on 127.0.0.1:$PORT (TLS: $TLS_PORT)"
 }
 
 stop() {
   [ -d "$ROOT" ] || { log "no root at $ROOT, nothing to stop"; return; }
   if node_alive && running 5; then
-    log "shutting down rabbit4@localhost"
+    log "shutting down $NODE@localhost"
     ctl -q shutdown >&2 || log "shutdown reported an error; killing leftovers"
   fi
   kill_root_procs
@@ -219,11 +238,11 @@ stop() {
 }
 
 status() {
-  [ -x "$ROOT/usr/sbin/rabbitmq-server" ] || { echo "rabbitmq4: root not built ($ROOT)"; return 3; }
+  [ -x "$ROOT/usr/sbin/rabbitmq-server" ] || { echo "$NAME: root not built ($ROOT)"; return 3; }
   if node_alive && running 5; then
-    echo "rabbitmq4 running on 127.0.0.1:$PORT (TLS: $TLS_PORT), version $(ctl -q version)"
+    echo "$NAME running on 127.0.0.1:$PORT (TLS: $TLS_PORT), version $(ctl -q version)"
   else
-    echo "rabbitmq4 not running"; return 3
+    echo "$NAME not running"; return 3
   fi
 }
 
@@ -242,7 +261,7 @@ ctl_cmd() {
   ctl "$@"
 }
 
-lock() { mkdir -p "$CACHE"; exec 9>"$CACHE/rabbitmq4.lock"; flock 9; }
+lock() { mkdir -p "$CACHE"; exec 9>"$CACHE/$NAME.lock"; flock 9; }
 
 case "${1:-start}" in
   start)   lock; start ;;
