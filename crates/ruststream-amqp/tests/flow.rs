@@ -14,6 +14,7 @@ use support::*;
 fn topology(q: &mut Queues) {
     q.quorum("slow");
     q.classic("slow-classic");
+    q.quorum("slow-default");
     q.quorum("long");
     q.classic("long-classic");
     q.quorum("amo");
@@ -32,16 +33,22 @@ async fn take_all(sub: &mut Subscription, held: &mut Vec<ruststream_core::Delive
     }
 }
 
-async fn never_more_than_the_credit(role: &str) {
+/// A backlog of five credits' worth, taken by a consumer that settles half of what it
+/// holds at a time: it never holds more than its `credit` (`None`: the default).
+async fn never_more_than_the_credit(role: &str, credit: Option<u32>) {
     let broker = broker().await;
     let queue = q(role);
-    publish_n(&broker, &queue, 40, "m").await;
-    let credit = 8;
-    let options = SubscribeOptions::new().credit(credit);
+    let options = match credit {
+        Some(credit) => SubscribeOptions::new().credit(credit),
+        None => SubscribeOptions::new(),
+    };
+    let credit = credit.unwrap_or(ruststream_amqp::DEFAULT_CREDIT);
+    let messages = 5 * credit as usize;
+    publish_n(&broker, &queue, messages, "m").await;
     let mut sub = subscribe(&broker, spec(&queue, options, Declaration::default())).await;
     let mut held = Vec::new();
     let mut total = 0;
-    while total < 40 {
+    while total < messages {
         take_all(&mut sub, &mut held, 400).await;
         assert!(
             held.len() <= credit as usize,
@@ -63,13 +70,18 @@ async fn never_more_than_the_credit(role: &str) {
 }
 
 #[tokio::test]
-async fn a_slow_consumer_never_holds_more_than_its_credit_quorum() {
-    never_more_than_the_credit("slow").await;
+async fn a_slow_consumer_never_holds_more_than_its_credit_quorum_credit_8() {
+    never_more_than_the_credit("slow", Some(8)).await;
 }
 
 #[tokio::test]
-async fn a_slow_consumer_never_holds_more_than_its_credit_classic() {
-    never_more_than_the_credit("slow-classic").await;
+async fn a_slow_consumer_never_holds_more_than_its_credit_classic_credit_8() {
+    never_more_than_the_credit("slow-classic", Some(8)).await;
+}
+
+#[tokio::test]
+async fn a_slow_consumer_never_holds_more_than_its_credit_quorum() {
+    never_more_than_the_credit("slow-default", None).await;
 }
 
 async fn long_run(role: &str, credit: u32, n: usize) {
