@@ -140,8 +140,10 @@
 //!   (`transfer-limit-exceeded`); the subscription re-attaches, and what it held comes
 //!   back from the broker (handled again). RabbitMQ 4.0 does not: `tests/flow.rs`'s slow
 //!   consumers of a quorum queue, at credit 8 and at the default, and its at-most-once
-//!   consumer pass on 4.0.5 and fail on 4.3.6 (credits 16 and 64 fail there too). On 4.3
-//!   with quorum queues, prefer the AMQP 0-9-1 adapter until RabbitMQ fixes it.
+//!   consumer keep to the credit on 4.0.5 and lose the link so on 4.3.6 (credits 16 and
+//!   64 too); on 4.3 they check that it still does, so that they fail the day it does
+//!   not. On 4.3 with quorum queues, prefer the AMQP 0-9-1 adapter until RabbitMQ fixes
+//!   it.
 //! * RabbitMQ's management node needs two links of the same name on one session, which
 //!   fe2o3 refuses: the management link pair gets a connection of its own (opened at
 //!   subscribe, closed after) whose stream gives the receiving link the sending link's

@@ -1,5 +1,6 @@
 //! A message whose values claim more bytes than it has (a `vbin32` or `str32` length of
-//! 4 GiB in a message of a few bytes), sent raw to RabbitMQ 4, reaches a consumer whose
+//! 4 GiB in a message of a few bytes), sent raw to RabbitMQ 4.0 (4.3 refuses it at
+//! publish, which this test checks there instead), reaches a consumer whose
 //! process may not allocate that much (a virtual memory limit, as in a container with
 //! `ulimit -v` or strict overcommit). fe2o3-amqp 0.18 would allocate the claimed length
 //! while decoding it, fail and abort the process; the transport's size check refuses
@@ -85,21 +86,32 @@ async fn a_message_claiming_gigabytes_is_refused_before_decoding_and_the_consume
         .next()
         .and_then(|h| h.split('/').next())
         .expect("host:port");
-    // RabbitMQ 4 does not read a body: it takes them all. Values in one frame
-    // (fe2o3-amqp's slice reader) and over 80 frames (its IoReader); a vbin32 in a data
-    // section and a str32 in an amqp-value section.
+    // RabbitMQ 4.0 does not read a body: it takes them all. From 4.3 it parses what it
+    // takes and refuses them at publish (its stricter parsing), so no consumer sees them
+    // and the size check is left untried there. Values in one frame (fe2o3-amqp's slice
+    // reader) and over 80 frames (its IoReader); a vbin32 in a data section and a str32
+    // in an amqp-value section.
+    let parsed = release() >= (4, 3);
     for code in [0xb0, 0xb1] {
         for (held, frame) in [(16, 4096), (320_000, 4000)] {
             let message = claiming(code, 0xffff_ff00, held);
             let answer =
                 support::raw::send(host_port, "guest", "guest", &queue, &message, frame).await;
-            assert_eq!(
-                answer,
-                support::raw::Answer::Accepted,
-                "{code:x}: {held} bytes"
-            );
+            if parsed {
+                assert!(
+                    matches!(answer, support::raw::Answer::Refused(_)),
+                    "{code:x}: {held} bytes: {answer:?}"
+                );
+            } else {
+                assert_eq!(
+                    answer,
+                    support::raw::Answer::Accepted,
+                    "{code:x}: {held} bytes"
+                );
+            }
         }
     }
+    let hostile = if parsed { 0 } else { 4 };
     send_data(&queue, b"good").await;
     // From here the process may not take 4 GiB more address space.
     limit_address_space(2 << 30);
@@ -126,18 +138,20 @@ async fn a_message_claiming_gigabytes_is_refused_before_decoding_and_the_consume
         .text()
         .matches("amqp message refused before decoding")
         .count();
-    assert_eq!(refused, 4, "{}", lines.text());
+    assert_eq!(refused, hostile, "{}", lines.text());
     let policy = lines.text().matches("payload did not decode").count();
     assert_eq!(
         policy,
-        4,
+        hostile,
         "the decode policy settled each:\n{}",
         lines.text()
     );
-    let line = lines
-        .line_with(&["payload did not decode", &format!("address={queue}")])
-        .unwrap_or_else(|| panic!("no policy line:\n{}", lines.text()));
-    assert!(line.contains("undecodable amqp message"), "{line}");
+    if !parsed {
+        let line = lines
+            .line_with(&["payload did not decode", &format!("address={queue}")])
+            .unwrap_or_else(|| panic!("no policy line:\n{}", lines.text()));
+        assert!(line.contains("undecodable amqp message"), "{line}");
+    }
     running.stop().await.expect("a graceful stop");
     empty(&broker().await, &queue, 500).await;
 }

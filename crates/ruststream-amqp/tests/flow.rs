@@ -24,18 +24,51 @@ fn q(role: &str) -> String {
     name(topology, role)
 }
 
-/// Takes every delivery that arrives within `millis` without settling it.
-async fn take_all(sub: &mut Subscription, held: &mut Vec<ruststream_core::Delivery>, millis: u64) {
+/// Takes every delivery that arrives within `millis` without settling it; `Err`: the
+/// subscription reported its link lost.
+async fn take_all(
+    sub: &mut Subscription,
+    held: &mut Vec<ruststream_core::Delivery>,
+    millis: u64,
+) -> Result<(), String> {
     while let Ok(Some(item)) =
         tokio::time::timeout(Duration::from_millis(millis), sub.deliveries.next()).await
     {
-        held.push(item.expect("delivery"));
+        held.push(item.map_err(|e| e.to_string())?);
     }
+    Ok(())
+}
+
+/// Whether the broker sends a quorum queue's consumer more than its credit once the
+/// credit runs out behind a backlog: RabbitMQ 4.3 does (the crate docs' known limits),
+/// and fe2o3 then loses the link. There the tests below check that it still does, so
+/// that the day it no longer does they fail and the caveat goes.
+fn over_sends_credit(quorum: bool) -> bool {
+    quorum && release() >= (4, 3)
+}
+
+/// `lost` is RabbitMQ 4.3's over-sending, where it is expected.
+fn known_over_send(quorum: bool, lost: &str) {
+    assert!(
+        over_sends_credit(quorum) && lost.contains("more message transfers than currently allowed"),
+        "link lost on RabbitMQ {:?}: {lost}",
+        release()
+    );
+}
+
+/// The broker kept to the credit: where RabbitMQ 4.3 did not, it now does.
+fn kept_to_credit(quorum: bool) {
+    assert!(
+        !over_sends_credit(quorum),
+        "RabbitMQ {:?} now keeps to a quorum queue's credit: drop the known limit from the \
+         crate docs and this check",
+        release()
+    );
 }
 
 /// A backlog of five credits' worth, taken by a consumer that settles half of what it
 /// holds at a time: it never holds more than its `credit` (`None`: the default).
-async fn never_more_than_the_credit(role: &str, credit: Option<u32>) {
+async fn never_more_than_the_credit(role: &str, quorum: bool, credit: Option<u32>) {
     let broker = broker().await;
     let queue = q(role);
     let options = match credit {
@@ -49,7 +82,10 @@ async fn never_more_than_the_credit(role: &str, credit: Option<u32>) {
     let mut held = Vec::new();
     let mut total = 0;
     while total < messages {
-        take_all(&mut sub, &mut held, 400).await;
+        if let Err(lost) = take_all(&mut sub, &mut held, 400).await {
+            known_over_send(quorum, &lost);
+            return;
+        }
         assert!(
             held.len() <= credit as usize,
             "holding {} > credit {credit}",
@@ -67,21 +103,22 @@ async fn never_more_than_the_credit(role: &str, credit: Option<u32>) {
         d.settle(Settlement::Accept).await.expect("accept");
     }
     broker.close().await;
+    kept_to_credit(quorum);
 }
 
 #[tokio::test]
 async fn a_slow_consumer_never_holds_more_than_its_credit_quorum_credit_8() {
-    never_more_than_the_credit("slow", Some(8)).await;
+    never_more_than_the_credit("slow", true, Some(8)).await;
 }
 
 #[tokio::test]
 async fn a_slow_consumer_never_holds_more_than_its_credit_classic_credit_8() {
-    never_more_than_the_credit("slow-classic", Some(8)).await;
+    never_more_than_the_credit("slow-classic", false, Some(8)).await;
 }
 
 #[tokio::test]
 async fn a_slow_consumer_never_holds_more_than_its_credit_quorum() {
-    never_more_than_the_credit("slow-default", None).await;
+    never_more_than_the_credit("slow-default", true, None).await;
 }
 
 async fn long_run(role: &str, credit: u32, n: usize) {
@@ -141,7 +178,11 @@ async fn at_most_once_credit_follows_what_the_stream_hands_out() {
         let d = tokio::time::timeout(Duration::from_secs(10), sub.deliveries.next())
             .await
             .unwrap_or_else(|_| panic!("stalled after {i}"));
-        assert!(d.expect("stream").is_ok());
+        if let Err(lost) = d.expect("stream") {
+            known_over_send(true, &lost.to_string());
+            return;
+        }
     }
     broker.close().await;
+    kept_to_credit(true);
 }

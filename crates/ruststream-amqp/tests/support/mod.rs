@@ -83,6 +83,21 @@ pub fn rabbitmq4(args: &[&str], stdin: Option<String>) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// The broker's release, `(major, minor)`, from `rabbitmqctl version` through
+/// `scripts/rabbitmq4.sh` (which `RABBITMQ4_RELEASE` points at 4.0 or 4.3), read once.
+pub fn release() -> (u32, u32) {
+    static READ: std::sync::OnceLock<(u32, u32)> = std::sync::OnceLock::new();
+    *READ.get_or_init(|| {
+        let version = rabbitmq4(&["ctl", "-q", "version"], None);
+        let mut parts = version.trim().split('.');
+        let mut next = || parts.next().and_then(|p| p.parse::<u32>().ok());
+        match (next(), next()) {
+            (Some(major), Some(minor)) => (major, minor),
+            _ => panic!("unreadable RabbitMQ version {version:?}"),
+        }
+    })
+}
+
 /// The queues and exchanges of one test binary, by role, declared once with
 /// `rabbitmqctl import_definitions` (fe2o3-amqp cannot attach RabbitMQ's management link
 /// pair: both links must share a name, which fe2o3 refuses). Names are unique to the run;
